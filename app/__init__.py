@@ -1,0 +1,1 @@
+"""Appellate: audit benchmark labels and detector disagreements in LLM evaluation."""

@@ -1,0 +1,76 @@
+"""Engine creation (SQLite pragmas or PostgreSQL) and the one transaction scope helper."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.settings import Settings
+
+
+def make_engine(settings: Settings) -> Engine:
+    """Create the engine for ``settings``; SQLite gets WAL, foreign keys and a busy timeout."""
+    url = settings.resolved_database_url
+    if url.startswith("sqlite"):
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            url,
+            connect_args={
+                "check_same_thread": False,
+                "timeout": settings.sqlite_busy_timeout_ms / 1000,
+            },
+        )
+        _install_sqlite_pragmas(engine, settings.sqlite_busy_timeout_ms)
+        return engine
+    if url.startswith("postgresql://"):
+        # psycopg 3 is the one PostgreSQL driver we ship.
+        url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+def _install_sqlite_pragmas(engine: Engine, busy_timeout_ms: int) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # WAL lets the web server read while a worker or importer writes; the busy timeout makes
+        # concurrent writers wait instead of failing with "database is locked".
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        cur.close()
+        # pysqlite's own transaction handling defers BEGIN; let SQLAlchemy emit it so that
+        # a write transaction holds its lock from the start.
+        dbapi_conn.isolation_level = None
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN")
+
+
+def is_sqlite(engine: Engine) -> bool:
+    """Whether ``engine`` talks to SQLite (the embedded default)."""
+    return engine.dialect.name == "sqlite"
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    """A session factory bound to ``engine``; objects stay readable after commit."""
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+@contextmanager
+def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """One unit of work: commit on success, roll back on any error."""
+    session = factory()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()

@@ -1,0 +1,1 @@
+"""Importers and exporters: streaming, transactional, idempotent."""

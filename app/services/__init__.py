@@ -1,0 +1,1 @@
+"""Domain operations: functions that take the session first, flush and never commit."""

@@ -1,0 +1,28 @@
+"""The one settings class (environment prefix ``APPELLATE_``), built once and passed in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Runtime configuration for the web server, the CLI and the workers."""
+
+    model_config = SettingsConfigDict(env_prefix="APPELLATE_", extra="ignore")
+
+    data_dir: Path = Field(default=Path("./appellate-data"))
+    database_url: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    page_size: int = 50
+    sqlite_busy_timeout_ms: int = 30_000
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The database URL, defaulting to a SQLite file inside ``data_dir``."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{(self.data_dir / 'appellate.sqlite3').resolve()}"

@@ -1,0 +1,1 @@
+"""Pure numerics (numpy, scikit-learn): metrics, bootstrap, probes and disagreements."""

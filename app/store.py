@@ -1,0 +1,34 @@
+"""The opened store: settings, engine and session factory, migrated to head on open."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from app import migrate
+from app.db import make_engine, session_factory
+from app.settings import Settings
+
+
+@dataclass(frozen=True)
+class Store:
+    """Everything a request, job step or CLI command needs to open a transaction."""
+
+    settings: Settings
+    engine: Engine
+    factory: sessionmaker[Session]
+
+    @classmethod
+    def open(cls, settings: Settings, *, upgrade: bool = True) -> Store:
+        """Connect to the configured database, applying pending migrations unless told not to."""
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        engine = make_engine(settings)
+        if upgrade:
+            migrate.upgrade(engine)
+        return cls(settings=settings, engine=engine, factory=session_factory(engine))
+
+    def close(self) -> None:
+        """Release pooled connections."""
+        self.engine.dispose()

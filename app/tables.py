@@ -1,0 +1,242 @@
+"""SQLAlchemy 2 typed ORM tables; the word "model" is kept for language models."""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+from sqlalchemy import (
+    JSON,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+# Portable JSON: JSONB on PostgreSQL (indexable, compact), JSON text on SQLite.
+JsonType = JSON().with_variant(JSONB(), "postgresql")
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base with a naming convention so migrations name constraints stably."""
+
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JsonType, list[Any]: JsonType}
+
+
+class BenchmarkKind(enum.StrEnum):
+    """What one instance of a benchmark is."""
+
+    pairwise = "pairwise"
+    response = "response"
+    statement = "statement"
+
+
+class Order(enum.StrEnum):
+    """Presentation order of a pairwise judgment."""
+
+    AB = "AB"
+    BA = "BA"
+    AB_REPEAT = "AB-repeat"
+
+
+class Choice(enum.StrEnum):
+    """A judge's parsed choice, as a response identity (never a slot)."""
+
+    A = "A"
+    B = "B"
+    tie = "tie"
+    invalid = "invalid"
+
+
+class JobStatus(enum.StrEnum):
+    """Lifecycle of a job row."""
+
+    queued = "queued"
+    running = "running"
+    done = "done"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+def _enum_check(column: str, values: type[enum.StrEnum]) -> str:
+    return f"{column} IN ({', '.join(repr(v.value) for v in values)})"
+
+
+class Benchmark(Base):
+    """A named set of instances of one kind, with source and licence notes."""
+
+    __tablename__ = "benchmarks"
+    __table_args__ = (CheckConstraint(_enum_check("kind", BenchmarkKind), name="kind"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    kind: Mapped[str] = mapped_column(String(20))
+    description: Mapped[str] = mapped_column(Text, default="")
+    source: Mapped[str] = mapped_column(Text, default="")
+    licence: Mapped[str] = mapped_column(Text, default="")
+    # Bumped on every change to labels, judgments or scores: the cache key of derived numbers.
+    data_version: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    instances: Mapped[list[Instance]] = relationship(back_populates="benchmark", lazy="raise")
+
+
+class Instance(Base):
+    """One item of a benchmark; ``group_key`` is the unit of every grouped split and bootstrap."""
+
+    __tablename__ = "instances"
+    __table_args__ = (
+        UniqueConstraint("benchmark_id", "external_id"),
+        Index(None, "benchmark_id", "group_key"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id", ondelete="CASCADE"))
+    external_id: Mapped[str] = mapped_column(String(300))
+    group_key: Mapped[str] = mapped_column(String(300))
+    payload: Mapped[dict[str, Any]] = mapped_column(JsonType)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    benchmark: Mapped[Benchmark] = relationship(back_populates="instances", lazy="raise")
+
+
+class LabelEvent(Base):
+    """Append-only label history; the current value of a label set is derived from it."""
+
+    __tablename__ = "label_events"
+    __table_args__ = (Index(None, "instance_id", "label_name", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id", ondelete="CASCADE"))
+    label_name: Mapped[str] = mapped_column(String(200))
+    # Null retracts the label (e.g. a flip label whose pair became invalid).
+    value: Mapped[str | None] = mapped_column(String(200))
+    # import | derived | annotator | reviewer
+    source: Mapped[str] = mapped_column(String(40))
+    author: Mapped[str] = mapped_column(String(200), default="")
+    reason: Mapped[str] = mapped_column(Text, default="")
+    tags: Mapped[list[Any]] = mapped_column(JsonType, default=list)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Detector(Base):
+    """Anything that gives instances a score or a verdict: judge, reward model, probe, baseline."""
+
+    __tablename__ = "detectors"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(300), unique=True)
+    # judge | reward_model | probe | baseline | external
+    kind: Mapped[str] = mapped_column(String(40))
+    description: Mapped[str] = mapped_column(Text, default="")
+    details: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Judgment(Base):
+    """One call of a judge on one instance in one presentation order."""
+
+    __tablename__ = "judgments"
+    __table_args__ = (
+        UniqueConstraint("detector_id", "instance_id", "order"),
+        CheckConstraint(_enum_check('"order"', Order), name="order"),
+        CheckConstraint(_enum_check("choice", Choice), name="choice"),
+        Index(None, "instance_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id", ondelete="CASCADE"))
+    detector_id: Mapped[int] = mapped_column(ForeignKey("detectors.id", ondelete="CASCADE"))
+    order: Mapped[str] = mapped_column("order", String(12))
+    raw_output: Mapped[str] = mapped_column(Text, default="")
+    # Identity chosen (A, B, tie, invalid) after mapping the slot back through the order.
+    choice: Mapped[str] = mapped_column(String(8))
+    confidence: Mapped[float | None] = mapped_column(Float)
+    # {"A": logit, "B": logit} of the verdict labels, when the judge exposes them.
+    verdict_logits: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
+    # imported | generate | forced
+    mode: Mapped[str] = mapped_column(String(20), default="imported")
+    prompt_tokens: Mapped[int | None] = mapped_column(Integer)
+    output_tokens: Mapped[int | None] = mapped_column(Integer)
+    activation_ref: Mapped[str | None] = mapped_column(String(500))
+    details: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Score(Base):
+    """A detector's probability or score for one instance (unique per detector and instance)."""
+
+    __tablename__ = "scores"
+    __table_args__ = (UniqueConstraint("detector_id", "instance_id"), Index(None, "instance_id"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    detector_id: Mapped[int] = mapped_column(ForeignKey("detectors.id", ondelete="CASCADE"))
+    instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id", ondelete="CASCADE"))
+    score: Mapped[float] = mapped_column(Float)
+    details: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ImportRecord(Base):
+    """Provenance of one import: which file, its content hash, and what it added."""
+
+    __tablename__ = "imports"
+    __table_args__ = (Index(None, "benchmark_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id", ondelete="CASCADE"))
+    importer: Mapped[str] = mapped_column(String(40))
+    file_name: Mapped[str] = mapped_column(String(500))
+    sha256: Mapped[str] = mapped_column(String(64))
+    counts: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Job(Base):
+    """A unit of background work claimed by a worker through a lease."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        CheckConstraint(_enum_check("status", JobStatus), name="status"),
+        Index(None, "status", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(40))
+    params: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    status: Mapped[str] = mapped_column(String(12), default=JobStatus.queued.value)
+    progress_done: Mapped[int] = mapped_column(Integer, default=0)
+    progress_total: Mapped[int | None] = mapped_column(Integer)
+    lease_owner: Mapped[str | None] = mapped_column(String(200))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    error: Mapped[str | None] = mapped_column(Text)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

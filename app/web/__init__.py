@@ -1,0 +1,1 @@
+"""Web layer: HTML pages, htmx fragments and the JSON API."""

@@ -1,0 +1,99 @@
+"""Shared fixtures: a migrated database per dialect (SQLite file and PostgreSQL) and settings."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from app import migrate
+from app.db import make_engine, session_factory
+from app.settings import Settings
+from app.tables import Base
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "data"
+DIALECTS = [
+    d.strip()
+    for d in os.environ.get("APPELLATE_TEST_DATABASES", "sqlite,postgresql").split(",")
+    if d.strip()
+]
+PG_ADMIN_URL = os.environ.get(
+    "APPELLATE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+
+
+def _new_pg_database() -> str:
+    """Create an empty PostgreSQL database for this test run and return its URL."""
+    name = f"appellate_t_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+
+
+def _drop_pg_database(url: str) -> None:
+    name = url.rsplit("/", 1)[1]
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def empty_database_url(dialect: str, tmp_dir: Path) -> str:
+    """A URL of a fresh, empty database of ``dialect`` (caller drops PostgreSQL ones)."""
+    if dialect == "sqlite":
+        return f"sqlite:///{tmp_dir / f'{uuid.uuid4().hex[:8]}.sqlite3'}"
+    return _new_pg_database()
+
+
+@pytest.fixture(scope="session", params=DIALECTS)
+def dialect(request: pytest.FixtureRequest) -> str:
+    """Each database dialect the suite runs against."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def _migrated(dialect: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    data_dir = tmp_path_factory.mktemp(f"data-{dialect}")
+    url = empty_database_url(dialect, data_dir)
+    settings = Settings(data_dir=data_dir, database_url=url)
+    engine = make_engine(settings)
+    migrate.upgrade(engine)
+    engine.dispose()
+    yield settings
+    if dialect == "postgresql":
+        _drop_pg_database(url)
+
+
+@pytest.fixture
+def settings(_migrated: Settings, tmp_path: Path) -> Settings:
+    """Settings pointing at the migrated test database and a per-test data directory."""
+    return _migrated.model_copy(update={"data_dir": tmp_path})
+
+
+@pytest.fixture
+def engine(settings: Settings) -> Iterator[Engine]:
+    """An engine on the migrated database, emptied after each test."""
+    eng = make_engine(settings)
+    yield eng
+    with eng.begin() as conn:
+        tables = [t.name for t in reversed(Base.metadata.sorted_tables)]
+        if eng.dialect.name == "postgresql":
+            conn.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
+        else:
+            for name in tables:
+                conn.execute(text(f"DELETE FROM {name}"))
+    eng.dispose()
+
+
+@pytest.fixture
+def factory(engine: Engine) -> sessionmaker[Session]:
+    """A session factory on the test database."""
+    return session_factory(engine)

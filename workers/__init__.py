@@ -1,0 +1,1 @@
+"""Background workers: the job runner and everything that touches torch."""
