@@ -2,8 +2,150 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from sqlalchemy.orm import Session
+
+from app.db import transaction
+from app.errors import AppellateError
+from app.ingest.judgebench import import_judgebench
+from app.ingest.mtbench import import_mtbench
+from app.ingest.records import ImportSummary
+from app.ingest.statements import import_statements
+from app.ingest.table import import_table
+from app.settings import Settings
+from app.store import Store
 
 import_app = typer.Typer(
     no_args_is_help=True, help="Import benchmarks, labels, judgments and scores."
 )
+
+BenchmarkOption = Annotated[
+    str | None, typer.Option("--benchmark", "-b", help="Target benchmark name.")
+]
+
+
+def _run(work: Callable[[Session], list[ImportSummary]]) -> None:
+    """One transaction around ``work``; domain errors become one line on stderr and exit 2."""
+    settings = Settings()
+    store = Store.open(settings)
+    try:
+        with transaction(store.factory) as session:
+            summaries = work(session)
+    except AppellateError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    finally:
+        store.close()
+    for summary in summaries:
+        typer.echo(summary.line())
+
+
+def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
+    """``["k=v", ...]`` as a dict; a malformed item is a usage error."""
+    out: dict[str, str] = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value:
+            raise typer.BadParameter(f"expected NAME=COLUMN, got {item!r}", param_hint=option)
+        if key in out:
+            raise typer.BadParameter(f"{key!r} given twice", param_hint=option)
+        out[key] = value
+    return out
+
+
+@import_app.command("judgebench")
+def judgebench_command(
+    pairs: Annotated[
+        list[Path] | None, typer.Argument(help="JudgeBench pairs files (.jsonl).")
+    ] = None,
+    outputs: Annotated[
+        list[Path] | None,
+        typer.Option("--outputs", "-o", help="Judge-output file (repeatable)."),
+    ] = None,
+    benchmark: BenchmarkOption = None,
+) -> None:
+    """JudgeBench pairs and judge / reward-model outputs (both orders, flips derived)."""
+    if not pairs and not outputs:
+        raise typer.BadParameter("give pairs files, --outputs files or both")
+    _run(
+        lambda s: [
+            import_judgebench(s, pairs or [], outputs or [], benchmark=benchmark or "judgebench")
+        ]
+    )
+
+
+@import_app.command("mtbench")
+def mtbench_command(
+    questions: Annotated[Path, typer.Option("--questions", help="question.jsonl")],
+    answers: Annotated[Path, typer.Option("--answers", help="Folder of <model>.jsonl answers.")],
+    models: Annotated[
+        str | None,
+        typer.Option(
+            "--models", help="Comma-separated models (default: the first two alphabetically)."
+        ),
+    ] = None,
+    benchmark: BenchmarkOption = None,
+) -> None:
+    """Pairs of two models' first-turn answers to the same MT-Bench question."""
+    chosen = [m.strip() for m in models.split(",") if m.strip()] if models else None
+    _run(
+        lambda s: [
+            import_mtbench(s, questions, answers, models=chosen, benchmark=benchmark or "mt-bench")
+        ]
+    )
+
+
+@import_app.command("statements")
+def statements_command(
+    files: Annotated[list[Path], typer.Argument(help="statement,label CSV files.")],
+    benchmark: Annotated[
+        str | None,
+        typer.Option("--benchmark", "-b", help="One benchmark for all files (default: per stem)."),
+    ] = None,
+) -> None:
+    """True/false statement sets; label set ``truth``."""
+    _run(lambda s: [import_statements(s, f, benchmark=benchmark) for f in files])
+
+
+@import_app.command("table")
+def table_command(
+    file: Annotated[Path, typer.Argument(help="A .csv, .jsonl or .parquet table.")],
+    kind: Annotated[str, typer.Option("--kind", help="pairwise | response | statement")],
+    maps: Annotated[
+        list[str] | None, typer.Option("--map", help="FIELD=COLUMN payload mapping (repeatable).")
+    ] = None,
+    group: Annotated[str | None, typer.Option("--group", help="Group (question) column.")] = None,
+    labels: Annotated[
+        list[str] | None, typer.Option("--label", help="NAME=COLUMN label set (repeatable).")
+    ] = None,
+    scores: Annotated[
+        list[str] | None, typer.Option("--score", help="DETECTOR=COLUMN score (repeatable).")
+    ] = None,
+    id_column: Annotated[
+        str | None, typer.Option("--id", help="External id column (default: row number).")
+    ] = None,
+    benchmark: BenchmarkOption = None,
+) -> None:
+    """Any CSV, JSONL or Parquet table through a column mapping."""
+    mapping = _pairs(maps, "--map")
+    label_map = _pairs(labels, "--label")
+    score_map = _pairs(scores, "--score")
+    _run(
+        lambda s: [
+            import_table(
+                s,
+                file,
+                kind,
+                mapping,
+                group=group,
+                labels=label_map,
+                scores=score_map,
+                id_column=id_column,
+                benchmark=benchmark,
+            )
+        ]
+    )

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, func, insert, select
 from sqlalchemy.orm import Session
 
-from app.tables import Instance, LabelEvent
+from app.tables import Instance, LabelEvent, utcnow
+
+# Bound on the ids in one ``IN (...)`` list: far below SQLite's and psycopg's parameter limits.
+_ID_CHUNK = 5000
 
 
 def latest_event_ids(label_name: str | None = None) -> Select[tuple[int]]:
@@ -95,9 +98,7 @@ def append_label(
         .select_from(LabelEvent)
         .where(LabelEvent.instance_id == instance_id, LabelEvent.label_name == label_name)
     )
-    if exists and current == value:
-        return None
-    if not exists and value is None:
+    if not _changes(bool(exists), current, value):
         return None
     event = LabelEvent(
         instance_id=instance_id,
@@ -111,3 +112,71 @@ def append_label(
     session.add(event)
     session.flush()
     return event
+
+
+def _changes(exists: bool, current: str | None, value: str | None) -> bool:
+    """Whether appending ``value`` changes the label: the one rule of every append."""
+    # A retraction (None) of a label that never existed would only add noise to the history.
+    return current != value if exists else value is not None
+
+
+def latest_label_values(
+    session: Session, label_name: str, instance_ids: Collection[int]
+) -> dict[int, str | None]:
+    """The latest value of ``label_name`` per instance, retractions (None) included.
+
+    Instances without any event of that label are absent from the result.
+    """
+    ids = list(instance_ids)
+    out: dict[int, str | None] = {}
+    for start in range(0, len(ids), _ID_CHUNK):
+        chunk = ids[start : start + _ID_CHUNK]
+        latest = (
+            select(func.max(LabelEvent.id))
+            .where(LabelEvent.instance_id.in_(chunk), LabelEvent.label_name == label_name)
+            .group_by(LabelEvent.instance_id)
+        )
+        q = select(LabelEvent.instance_id, LabelEvent.value).where(LabelEvent.id.in_(latest))
+        out.update({iid: value for iid, value in session.execute(q)})
+    return out
+
+
+def append_labels(
+    session: Session,
+    label_name: str,
+    values: Mapping[int, str | None],
+    *,
+    source: str,
+    author: str = "",
+    reasons: Mapping[int, str] | None = None,
+) -> int:
+    """Bulk :func:`append_label`: append ``{instance_id: value}`` where it changes the label.
+
+    Same rule as :func:`append_label` (an unchanged value or the retraction of an absent label
+    appends nothing), in a few set-based statements instead of two queries per instance.
+
+    Returns
+    -------
+    int
+        The number of events appended.
+
+    """
+    current = latest_label_values(session, label_name, values.keys())
+    now = utcnow()
+    rows = [
+        {
+            "instance_id": iid,
+            "label_name": label_name,
+            "value": value,
+            "source": source,
+            "author": author,
+            "reason": (reasons or {}).get(iid, ""),
+            "tags": [],
+            "created_at": now,
+        }
+        for iid, value in values.items()
+        if _changes(iid in current, current.get(iid), value)
+    ]
+    if rows:
+        session.execute(insert(LabelEvent.__table__), rows)
+    return len(rows)

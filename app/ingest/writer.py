@@ -1,0 +1,450 @@
+"""The one write path of every importer: chunked bulk inserts with idempotence and conflict checks.
+
+Records are buffered and written a chunk at a time with Core ``INSERT`` executemany (no ORM object
+per row). Each chunk first looks up what the store already holds: identical rows are skipped
+(idempotent re-import), differing ones raise :class:`~app.errors.Conflict`, and an id met twice in
+one file raises :class:`~app.errors.InvalidInput`. Nothing is committed here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, insert, select
+from sqlalchemy.orm import Session
+
+from app.errors import Conflict, InvalidInput
+from app.ingest.readers import file_sha256
+from app.ingest.records import ImportCounts, JudgmentIn, Record, ScoreIn, SourceFields
+from app.ingest.values import MAX_ID_LENGTH, find_nul
+from app.tables import Benchmark, ImportRecord, Instance, Judgment, LabelEvent, Score, utcnow
+
+DEFAULT_CHUNK_ROWS = 4000
+IMPORT_SOURCE = "import"
+_MISSING = object()
+
+_instances = Instance.__table__
+_labels = LabelEvent.__table__
+_judgments = Judgment.__table__
+_scores = Score.__table__
+
+
+def conflict(file: str, line: int, field: str, reason: str) -> Conflict:
+    """A Conflict worded like InvalidInput: ``file:line: field: reason``."""
+    return Conflict(InvalidInput(reason, file=file, line=line, field=field).message)
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+def _differs(stored: Any, new: Any) -> bool:
+    if stored == new:
+        return False
+    # JSON storage turns tuples into lists and so on; compare in the stored form.
+    return bool(stored != json.loads(json.dumps(new)))
+
+
+def _first_difference(stored: dict[str, Any], new: dict[str, Any]) -> str | None:
+    for key in sorted(set(stored) | set(new)):
+        if _differs(stored.get(key, _MISSING), new.get(key, _MISSING)):
+            return key
+    return None
+
+
+class RecordWriter:
+    """Writes the records of one input file into one benchmark, a chunk at a time.
+
+    Parameters
+    ----------
+    session
+        The caller's session (its transaction is the import's transaction).
+    benchmark
+        The target benchmark (already flushed).
+    file
+        The input file's name as shown in messages.
+    fields
+        Input field names for messages.
+    chunk_size
+        Records per chunk: bounds memory and the size of each ``IN`` list.
+
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        benchmark: Benchmark,
+        file: str,
+        fields: SourceFields,
+        chunk_size: int = DEFAULT_CHUNK_ROWS,
+    ) -> None:
+        self.session = session
+        self.benchmark_id = benchmark.id
+        self.file = file
+        self.fields = fields
+        self.chunk_size = max(1, chunk_size)
+        self.counts = ImportCounts()
+        self._buffer: list[Record] = []
+        self._now = utcnow()
+        # Ids are allocated in increasing order inside one transaction, so any instance above
+        # this watermark was written by this very file: meeting it again means a duplicate id.
+        self._watermark = session.scalar(select(func.coalesce(func.max(Instance.id), 0))) or 0
+
+    def add(self, record: Record) -> None:
+        """Queue one record; a full chunk is written at once."""
+        self._buffer.append(record)
+        if len(self._buffer) >= self.chunk_size:
+            self._write_chunk()
+
+    def close(self) -> ImportCounts:
+        """Write what is left and return this file's counts."""
+        if self._buffer:
+            self._write_chunk()
+        return self.counts
+
+    def _write_chunk(self) -> None:
+        records, self._buffer = self._buffer, []
+        for record in records:
+            self._validate(record)
+        ids, preexisting = self._write_instances(records)
+        self._write_labels(records, ids, preexisting)
+        self._write_scores(records, ids, preexisting)
+        self._write_judgments(records, ids, preexisting)
+
+    def _validate(self, record: Record) -> None:
+        # Checked here, not by the database, so SQLite and PostgreSQL refuse the same input.
+        for value, field in (
+            (record.external_id, self.fields.external_id),
+            (record.group_key, self.fields.group_key),
+        ):
+            if not value or len(value) > MAX_ID_LENGTH:
+                raise InvalidInput(
+                    f"needs 1 to {MAX_ID_LENGTH} characters",
+                    file=self.file,
+                    line=record.line,
+                    field=field,
+                )
+        if where := find_nul(record.payload, ""):
+            top = where.split(".", 1)[0].split("[", 1)[0]
+            raise InvalidInput(
+                "NUL character (cannot be stored)",
+                file=self.file,
+                line=record.line,
+                field=self.fields.of_payload(top),
+            )
+        for j in record.judgments:
+            if "\x00" in j.raw_output:
+                raise InvalidInput(
+                    "NUL character (cannot be stored)",
+                    file=self.file,
+                    line=record.line,
+                    field=j.field,
+                )
+
+    def _write_instances(self, records: list[Record]) -> tuple[dict[str, int], set[int]]:
+        """Insert new instances; return every record's instance id and the pre-existing ones."""
+        first_line: dict[str, int] = {}
+        for record in records:
+            if record.external_id in first_line:
+                raise self._duplicate(record, f"also on line {first_line[record.external_id]}")
+            first_line[record.external_id] = record.line
+        stored = {
+            ext: (iid, group, payload)
+            for iid, ext, group, payload in self.session.execute(
+                select(
+                    Instance.id, Instance.external_id, Instance.group_key, Instance.payload
+                ).where(
+                    Instance.benchmark_id == self.benchmark_id,
+                    Instance.external_id.in_(list(first_line)),
+                )
+            )
+        }
+        ids: dict[str, int] = {}
+        preexisting: set[int] = set()
+        new: list[dict[str, Any]] = []
+        for record in records:
+            found = stored.get(record.external_id)
+            if found is None:
+                new.append(
+                    {
+                        "benchmark_id": self.benchmark_id,
+                        "external_id": record.external_id,
+                        "group_key": record.group_key,
+                        "payload": record.payload,
+                        "created_at": self._now,
+                    }
+                )
+                continue
+            iid, group, payload = found
+            if iid > self._watermark:
+                raise self._duplicate(record, "also earlier in this file")
+            self._check_instance(record, group, payload)
+            ids[record.external_id] = iid
+            preexisting.add(iid)
+        self.counts.instances_skipped += len(preexisting)
+        if new:
+            result = self.session.execute(
+                insert(_instances).returning(_instances.c.id, _instances.c.external_id), new
+            )
+            ids.update({ext: iid for iid, ext in result})
+            self.counts.instances_added += len(new)
+        return ids, preexisting
+
+    def _duplicate(self, record: Record, where: str) -> InvalidInput:
+        return InvalidInput(
+            f"duplicate id {record.external_id!r} ({where})",
+            file=self.file,
+            line=record.line,
+            field=self.fields.external_id,
+        )
+
+    def _check_instance(self, record: Record, group: str, payload: dict[str, Any]) -> None:
+        what = f"instance {record.external_id!r} already exists with"
+        if group != record.group_key:
+            raise conflict(
+                self.file,
+                record.line,
+                self.fields.group_key,
+                f"{what} group {_show(group)}, the file says {_show(record.group_key)}",
+            )
+        key = _first_difference(payload, record.payload)
+        if key is not None:
+            old, new = payload.get(key, _MISSING), record.payload.get(key, _MISSING)
+            raise conflict(
+                self.file,
+                record.line,
+                self.fields.of_payload(key),
+                f"{what} a different {key}: stored "
+                f"{'nothing' if old is _MISSING else _show(old)}, "
+                f"the file says {'nothing' if new is _MISSING else _show(new)}",
+            )
+
+    def _write_labels(
+        self, records: list[Record], ids: dict[str, int], preexisting: set[int]
+    ) -> None:
+        wanted = [
+            (ids[r.external_id], name, value, r)
+            for r in records
+            for name, value in r.labels.items()
+        ]
+        if not wanted:
+            return
+        stored: dict[tuple[int, str], str | None] = {}
+        old_ids = [iid for iid, _, _, _ in wanted if iid in preexisting]
+        if old_ids:
+            # Compare with what earlier imports said, not with the current value: an annotator's
+            # later relabel must neither block a re-import nor be overwritten by it.
+            q = (
+                select(LabelEvent.instance_id, LabelEvent.label_name, LabelEvent.value)
+                .where(
+                    LabelEvent.instance_id.in_(old_ids),
+                    LabelEvent.source == IMPORT_SOURCE,
+                    LabelEvent.label_name.in_(sorted({name for _, name, _, _ in wanted})),
+                )
+                .order_by(LabelEvent.id)
+            )
+            stored = {(iid, name): value for iid, name, value in self.session.execute(q)}
+        rows = []
+        for iid, name, value, record in wanted:
+            old = stored.get((iid, name), _MISSING)
+            if old is _MISSING:
+                rows.append(
+                    {
+                        "instance_id": iid,
+                        "label_name": name,
+                        "value": value,
+                        "source": IMPORT_SOURCE,
+                        "author": "",
+                        "reason": f"imported from {Path(self.file).name}",
+                        "tags": [],
+                        "created_at": self._now,
+                    }
+                )
+            elif old == value:
+                self.counts.labels_skipped += 1
+            else:
+                raise conflict(
+                    self.file,
+                    record.line,
+                    self.fields.of_label(name),
+                    f"label {name!r} of {record.external_id!r} was imported as {_show(old)}, "
+                    f"the file says {_show(value)}",
+                )
+        if rows:
+            self.session.execute(insert(_labels), rows)
+            self.counts.labels_added += len(rows)
+
+    def _write_scores(
+        self, records: list[Record], ids: dict[str, int], preexisting: set[int]
+    ) -> None:
+        wanted = [(ids[r.external_id], s, r) for r in records for s in r.scores]
+        if not wanted:
+            return
+        stored: dict[tuple[int, int], tuple[float, dict[str, Any]]] = {}
+        old_ids = [iid for iid, _, _ in wanted if iid in preexisting]
+        if old_ids:
+            q = select(Score.detector_id, Score.instance_id, Score.score, Score.details).where(
+                Score.instance_id.in_(old_ids),
+                Score.detector_id.in_(sorted({s.detector_id for _, s, _ in wanted})),
+            )
+            stored = {(d, i): (v, det) for d, i, v, det in self.session.execute(q)}
+        rows = []
+        for iid, score, record in wanted:
+            old = stored.get((score.detector_id, iid))
+            if old is None:
+                rows.append(self._score_row(iid, score))
+            elif math.isclose(old[0], score.score, rel_tol=1e-9, abs_tol=1e-12) and not _differs(
+                old[1], score.details
+            ):
+                self.counts.scores_skipped += 1
+            else:
+                raise conflict(
+                    self.file,
+                    record.line,
+                    score.field,
+                    f"{record.external_id!r} already has score {old[0]!r} "
+                    f"(details {_show(old[1])}), the file gives {score.score!r} "
+                    f"(details {_show(score.details)})",
+                )
+        if rows:
+            self.session.execute(insert(_scores), rows)
+            self.counts.scores_added += len(rows)
+
+    def _score_row(self, instance_id: int, score: ScoreIn) -> dict[str, Any]:
+        return {
+            "detector_id": score.detector_id,
+            "instance_id": instance_id,
+            "score": score.score,
+            "details": score.details,
+            "created_at": self._now,
+        }
+
+    def _write_judgments(
+        self, records: list[Record], ids: dict[str, int], preexisting: set[int]
+    ) -> None:
+        wanted = [(ids[r.external_id], j, r) for r in records for j in r.judgments]
+        if not wanted:
+            return
+        stored: dict[tuple[int, int, str], dict[str, Any]] = {}
+        old_ids = [iid for iid, _, _ in wanted if iid in preexisting]
+        if old_ids:
+            q = select(
+                Judgment.detector_id,
+                Judgment.instance_id,
+                Judgment.order,
+                Judgment.choice,
+                Judgment.raw_output,
+                Judgment.confidence,
+                Judgment.details,
+            ).where(
+                Judgment.instance_id.in_(old_ids),
+                Judgment.detector_id.in_(sorted({j.detector_id for _, j, _ in wanted})),
+            )
+            stored = {
+                (d, i, o): {"choice": c, "raw_output": raw, "confidence": conf, "details": det}
+                for d, i, o, c, raw, conf, det in self.session.execute(q)
+            }
+        rows = []
+        for iid, judgment, record in wanted:
+            old = stored.get((judgment.detector_id, iid, judgment.order))
+            if old is None:
+                rows.append(self._judgment_row(iid, judgment))
+                continue
+            new = {
+                "choice": judgment.choice,
+                "raw_output": judgment.raw_output,
+                "confidence": judgment.confidence,
+                "details": judgment.details,
+            }
+            key = _first_difference(old, new)
+            if key is None:
+                self.counts.judgments_skipped += 1
+                continue
+            raise conflict(
+                self.file,
+                record.line,
+                judgment.field,
+                f"the {judgment.order} judgment of {record.external_id!r} is stored with "
+                f"{key} {_show(old[key])}, the file says {_show(new[key])}",
+            )
+        if rows:
+            self.session.execute(insert(_judgments), rows)
+            self.counts.judgments_added += len(rows)
+
+    def _judgment_row(self, instance_id: int, judgment: JudgmentIn) -> dict[str, Any]:
+        return {
+            "instance_id": instance_id,
+            "detector_id": judgment.detector_id,
+            "order": judgment.order,
+            "raw_output": judgment.raw_output,
+            "choice": judgment.choice,
+            "confidence": judgment.confidence,
+            "verdict_logits": None,
+            "mode": "imported",
+            "prompt_tokens": None,
+            "output_tokens": None,
+            "activation_ref": None,
+            "details": judgment.details,
+            "created_at": self._now,
+        }
+
+
+def write_records(
+    session: Session,
+    benchmark: Benchmark,
+    file: str,
+    records: Iterable[Record],
+    fields: SourceFields,
+    *,
+    chunk_size: int = DEFAULT_CHUNK_ROWS,
+) -> ImportCounts:
+    """Write a stream of records into ``benchmark`` (see :class:`RecordWriter`).
+
+    Returns
+    -------
+    ImportCounts
+        What this stream added and what was already present.
+
+    Raises
+    ------
+    InvalidInput
+        For a duplicate id within the stream or a value the store cannot hold.
+    Conflict
+        When a record contradicts what the store holds.
+
+    """
+    writer = RecordWriter(session, benchmark, file, fields, chunk_size)
+    for record in records:
+        writer.add(record)
+    return writer.close()
+
+
+def record_import(
+    session: Session,
+    benchmark: Benchmark,
+    importer: str,
+    path: str | os.PathLike[str],
+    counts: ImportCounts,
+    *,
+    sha256: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> ImportRecord | None:
+    """Keep the provenance of an import that added anything: file name, content hash, counts."""
+    if counts.added == 0:
+        return None
+    row = ImportRecord(
+        benchmark_id=benchmark.id,
+        importer=importer,
+        file_name=Path(path).name[:500],
+        sha256=sha256 or file_sha256(path),
+        counts={**counts.as_dict(), **(extra or {})},
+    )
+    session.add(row)
+    session.flush()
+    return row

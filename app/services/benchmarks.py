@@ -1,0 +1,79 @@
+"""Benchmark lookup and creation, and the data-version counter that keys derived numbers."""
+
+from __future__ import annotations
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from app.errors import Conflict, NotFound
+from app.tables import Benchmark, BenchmarkKind
+
+
+def get_benchmark(session: Session, name: str) -> Benchmark:
+    """The benchmark called ``name``.
+
+    Raises
+    ------
+    NotFound
+        If no benchmark has that name.
+
+    """
+    benchmark = session.scalar(select(Benchmark).where(Benchmark.name == name))
+    if benchmark is None:
+        raise NotFound(f"no benchmark named {name!r}")
+    return benchmark
+
+
+def ensure_benchmark(
+    session: Session,
+    name: str,
+    kind: str,
+    *,
+    description: str = "",
+    source: str = "",
+    licence: str = "",
+) -> Benchmark:
+    """The benchmark called ``name``, created with the given notes if it does not exist yet.
+
+    Parameters
+    ----------
+    session
+        The caller's session; the new row is flushed, never committed.
+    name
+        Unique benchmark name.
+    kind
+        One of :class:`app.tables.BenchmarkKind`; must match an existing benchmark's kind.
+    description, source, licence
+        Notes stored only when the benchmark is created (an existing one keeps its own).
+
+    Raises
+    ------
+    Conflict
+        If a benchmark of that name exists with another kind.
+
+    """
+    kind = BenchmarkKind(kind).value
+    benchmark = session.scalar(select(Benchmark).where(Benchmark.name == name))
+    if benchmark is None:
+        benchmark = Benchmark(
+            name=name, kind=kind, description=description, source=source, licence=licence
+        )
+        session.add(benchmark)
+        session.flush()
+    elif benchmark.kind != kind:
+        raise Conflict(f"benchmark {name!r} holds {benchmark.kind} instances, not {kind}")
+    return benchmark
+
+
+def bump_data_version(session: Session, benchmark: Benchmark) -> int:
+    """Increment ``data_version`` after labels, judgments or scores changed; return the new one."""
+    # An UPDATE ... SET v = v + 1 stays correct when two writers bump concurrently.
+    session.execute(
+        update(Benchmark)
+        .where(Benchmark.id == benchmark.id)
+        .values(data_version=Benchmark.data_version + 1)
+        .execution_options(synchronize_session=False)
+    )
+    session.flush()
+    session.refresh(benchmark, ["data_version"])
+    return benchmark.data_version

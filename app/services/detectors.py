@@ -1,0 +1,41 @@
+"""Detector lookup and creation: judges, reward models, probes, baselines and external scorers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.tables import Detector
+
+DETECTOR_KINDS = ("judge", "reward_model", "probe", "baseline", "external")
+
+
+def ensure_detector(
+    session: Session,
+    name: str,
+    kind: str,
+    *,
+    description: str = "",
+    details: dict[str, Any] | None = None,
+) -> Detector:
+    """The detector called ``name``, created with ``kind`` and ``details`` if it is new.
+
+    An existing detector is returned as it is (its kind and details are not touched), so that
+    scores from another source can be attached to, say, a reward model imported earlier.
+
+    Raises
+    ------
+    ValueError
+        If ``kind`` is not one of ``DETECTOR_KINDS``.
+
+    """
+    if kind not in DETECTOR_KINDS:
+        raise ValueError(f"unknown detector kind {kind!r}")
+    detector = session.scalar(select(Detector).where(Detector.name == name))
+    if detector is None:
+        detector = Detector(name=name, kind=kind, description=description, details=details or {})
+        session.add(detector)
+        session.flush()
+    return detector

@@ -1,0 +1,121 @@
+"""Derived position-flip labels: ``flip:<judge>`` from each judge's AB and BA judgments."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.services.labels import append_labels, latest_event_ids
+from app.tables import Choice, Detector, Instance, Judgment, LabelEvent, Order
+
+FLIP_PREFIX = "flip:"
+FLIP_SOURCE = "derived"
+
+
+@dataclass(frozen=True)
+class FlipSummary:
+    """What one recomputation found and changed, summed over judges."""
+
+    judges: int
+    retained: int
+    flips: int
+    events: int
+
+
+def flip_label_name(judge_name: str) -> str:
+    """The label set holding the flips of the judge (detector) called ``judge_name``."""
+    return f"{FLIP_PREFIX}{judge_name}"
+
+
+def flip_value(choice_ab: str | None, choice_ba: str | None) -> str | None:
+    """The flip label of one pair from the identities chosen in the AB and BA orders.
+
+    ``"1"`` if they differ (a tie against A or B is a flip), ``"0"`` if they are equal (tie
+    against tie is not), ``None`` if either judgment is missing or invalid: the pair is not
+    retained.
+    """
+    if choice_ab is None or choice_ba is None:
+        return None
+    if Choice.invalid in (choice_ab, choice_ba):
+        return None
+    return "1" if choice_ab != choice_ba else "0"
+
+
+def recompute_flips(
+    session: Session, benchmark_id: int, detector_ids: Collection[int] | None = None
+) -> FlipSummary:
+    """Bring every ``flip:<judge>`` label set of a benchmark up to date with its judgments.
+
+    A judge counts when it has at least one AB and one BA judgment on the benchmark. Label events
+    are appended only where the derived value changes; a pair that stopped being retained (an
+    order became invalid or disappeared) gets a null-valued retraction event.
+
+    Parameters
+    ----------
+    session
+        The caller's session; flushed, never committed.
+    benchmark_id
+        The benchmark whose pairs are relabelled.
+    detector_ids
+        Restrict the recomputation to these judges (all judges when None).
+
+    """
+    q = (
+        select(Judgment.detector_id, Judgment.instance_id, Judgment.order, Judgment.choice)
+        .join(Instance, Instance.id == Judgment.instance_id)
+        .where(
+            Instance.benchmark_id == benchmark_id,
+            Judgment.order.in_([Order.AB.value, Order.BA.value]),
+        )
+    )
+    if detector_ids is not None:
+        q = q.where(Judgment.detector_id.in_(list(detector_ids)))
+    choices: dict[int, dict[int, dict[str, str]]] = defaultdict(lambda: defaultdict(dict))
+    for detector_id, instance_id, order, choice in session.execute(q):
+        choices[detector_id][instance_id][order] = choice
+
+    q_names = select(Detector.id, Detector.name).where(Detector.id.in_(list(choices)))
+    names = {detector_id: name for detector_id, name in session.execute(q_names)}
+    judges = retained = flips = events = 0
+    for detector_id, by_instance in choices.items():
+        orders = {o for per in by_instance.values() for o in per}
+        if orders != {Order.AB.value, Order.BA.value}:
+            continue
+        judges += 1
+        label = flip_label_name(names[detector_id])
+        values: dict[int, str | None] = {}
+        reasons: dict[int, str] = {}
+        for instance_id, per in by_instance.items():
+            ab, ba = per.get(Order.AB.value), per.get(Order.BA.value)
+            values[instance_id] = flip_value(ab, ba)
+            reasons[instance_id] = f"AB chose {ab or 'nothing'}, BA chose {ba or 'nothing'}"
+        # Pairs labelled earlier whose judgments are gone must be retracted too.
+        for instance_id in _labelled_instances(session, benchmark_id, label):
+            if instance_id not in values:
+                values[instance_id] = None
+                reasons[instance_id] = "no AB/BA judgments any more"
+        retained += sum(v is not None for v in values.values())
+        flips += sum(v == "1" for v in values.values())
+        events += append_labels(
+            session, label, values, source=FLIP_SOURCE, author="flips", reasons=reasons
+        )
+    session.flush()
+    return FlipSummary(judges=judges, retained=retained, flips=flips, events=events)
+
+
+def _labelled_instances(session: Session, benchmark_id: int, label_name: str) -> list[int]:
+    """Instances of the benchmark whose latest ``label_name`` event has a value."""
+    q = (
+        select(LabelEvent.instance_id)
+        .join(Instance, Instance.id == LabelEvent.instance_id)
+        .where(
+            Instance.benchmark_id == benchmark_id,
+            LabelEvent.id.in_(latest_event_ids(label_name)),
+            LabelEvent.value.is_not(None),
+        )
+    )
+    return list(session.scalars(q))
