@@ -1,0 +1,59 @@
+"""`appellate demo --no-serve` imports the bundled real data, and a second run adds nothing."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+from typer.testing import CliRunner
+
+from app.cli import cli
+from app.db import transaction
+from app.demo import BUNDLED_DATA
+from app.settings import Settings
+from app.tables import Base, Benchmark, Instance
+
+
+def _counts(factory: sessionmaker[Session]) -> dict[str, int]:
+    with transaction(factory) as session:
+        return {
+            t.name: session.scalar(select(func.count()).select_from(t)) or 0
+            for t in Base.metadata.sorted_tables
+        }
+
+
+@pytest.mark.slow
+def test_demo_imports_bundled_data_idempotently(
+    settings: Settings, factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("APPELLATE_DATABASE_URL", settings.resolved_database_url)
+    monkeypatch.setenv("APPELLATE_DATA_DIR", str(settings.data_dir))
+    runner = CliRunner()
+    first = runner.invoke(cli, ["demo", "--no-serve"])
+    assert first.exit_code == 0, first.output
+    assert "judgebench" in first.output
+    with transaction(factory) as session:
+        per_bench = dict(
+            session.execute(
+                select(Benchmark.name, func.count(Instance.id))
+                .join(Instance, Instance.benchmark_id == Benchmark.id)
+                .group_by(Benchmark.name)
+            ).all()
+        )
+    assert per_bench["judgebench"] == 620
+    assert per_bench["real-world-scenarios"] == 104
+    # Every data row of the statement files becomes one instance of the `truth` benchmark.
+    rows = 0
+    for path in sorted((BUNDLED_DATA / "truth").glob("*.csv")):
+        with path.open(newline="", encoding="utf-8") as fh:
+            rows += sum(1 for _ in csv.DictReader(fh))
+    assert per_bench["truth"] == rows
+    before = _counts(factory)
+    assert before["judgments"] == 4 * 2 * 350
+    assert before["scores"] == 3 * 350
+
+    second = runner.invoke(cli, ["demo", "--no-serve"])
+    assert second.exit_code == 0, second.output
+    assert _counts(factory) == before
