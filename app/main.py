@@ -1,0 +1,58 @@
+"""The web application: ``create_app(settings)`` wires the store, templates, pages and API."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from app.services.cache import VersionedCache
+from app.settings import Settings
+from app.store import Store
+from app.web import api, health, pages
+from app.web.errors import install_error_handlers
+from app.web.templating import STATIC_DIR, make_templates
+
+DESCRIPTION = """Read access to benchmarks, their instances, label histories, judge verdicts in
+both presentation orders and detector scores. The instance list takes the same filters as the
+benchmark page; every filter is a query parameter."""
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """Build the application for ``settings``.
+
+    The store opens (and migrates) once at startup and its connections are released at
+    shutdown; routes share one memo of facets and filtered counts.
+
+    Parameters
+    ----------
+    settings : Settings
+        Database URL, data directory and page size.
+
+    Returns
+    -------
+    FastAPI
+
+    """
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = Store.open(settings)
+        app.state.store = store
+        try:
+            yield
+        finally:
+            store.close()
+
+    app = FastAPI(title="Appellate", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app.state.settings = settings
+    app.state.templates = make_templates()
+    app.state.read_cache = VersionedCache()
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.include_router(pages.router)
+    app.include_router(api.router)
+    app.include_router(health.router)
+    install_error_handlers(app)
+    return app

@@ -1,0 +1,234 @@
+"""The instance-table filter: what a reviewer can narrow a benchmark to, checked and as SQL."""
+
+from __future__ import annotations
+
+import enum
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import ColumnElement, exists, select
+
+from app.errors import InvalidInput
+from app.services.facets import BenchmarkFacets
+from app.services.labels import current_label_subquery
+from app.services.payload_fields import SLICE_FIELDS, payload_text, text_search
+from app.tables import Choice, Instance, Judgment, Order, Score
+
+MAX_SEARCH_LENGTH = 200
+
+
+class FlipState(enum.StrEnum):
+    """Whether the judge's two orders chose different identities (``none``: pair not retained)."""
+
+    yes = "yes"
+    no = "no"
+    none = "none"
+
+
+_FLIP_VALUE = {FlipState.yes: "1", FlipState.no: "0", FlipState.none: None}
+
+
+class LabelCondition(BaseModel):
+    """Current value of label set ``name`` equals ``value`` (``None``: has no current value)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    value: str | None
+
+
+class SliceCondition(BaseModel):
+    """Payload slice field ``field`` equals ``value``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    field: str
+    value: str
+
+
+class InstanceFilter(BaseModel):
+    """All conditions of one view of the instance table; every condition must hold.
+
+    ``judge`` names the judge that ``ab``, ``ba`` and ``flip`` refer to, ``score_detector``
+    the detector that ``score_min``/``score_max`` (inclusive) refer to. Hashable, so it can key
+    a cache once resolved.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    q: str = ""
+    labels: tuple[LabelCondition, ...] = ()
+    slices: tuple[SliceCondition, ...] = ()
+    judge: str | None = None
+    ab: Choice | None = None
+    ba: Choice | None = None
+    flip: FlipState | None = None
+    score_detector: str | None = None
+    score_min: float | None = None
+    score_max: float | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        """Whether the filter keeps every instance."""
+        return self == InstanceFilter()
+
+    def label_choices(self) -> dict[str, str]:
+        """``{label set: "NAME=VALUE"}`` of the label conditions, as the filter form writes them."""
+        return {c.name: f"{c.name}={c.value or ''}" for c in self.labels}
+
+    def slice_choices(self) -> dict[str, str]:
+        """``{field: "FIELD=VALUE"}`` of the slice conditions, as the filter form writes them."""
+        return {c.field: f"{c.field}={c.value}" for c in self.slices}
+
+    @property
+    def uses_judge(self) -> bool:
+        """Whether a judge condition is set."""
+        return self.ab is not None or self.ba is not None or self.flip is not None
+
+    @property
+    def uses_score(self) -> bool:
+        """Whether a score range is set."""
+        return self.score_min is not None or self.score_max is not None
+
+
+def resolve_filter(facets: BenchmarkFacets, flt: InstanceFilter) -> InstanceFilter:
+    """Check ``flt`` against the benchmark and return its canonical form.
+
+    The canonical form names the judge and the score detector explicitly (the first one
+    when only conditions were given), drops names that no condition uses, and sorts and
+    de-duplicates repeated conditions, so equal views get equal filters and equal URLs.
+
+    Parameters
+    ----------
+    facets : BenchmarkFacets
+        The benchmark's label sets, judges and scored detectors.
+    flt : InstanceFilter
+        The filter as parsed from a request.
+
+    Returns
+    -------
+    InstanceFilter
+        The canonical filter.
+
+    Raises
+    ------
+    InvalidInput
+        Unknown label set, slice field, judge or detector, an inverted score range or an
+        overlong search, with the offending query parameter as ``field``.
+
+    """
+    q = flt.q.strip()
+    if len(q) > MAX_SEARCH_LENGTH:
+        raise InvalidInput(f"at most {MAX_SEARCH_LENGTH} characters", field="q")
+    known_labels = [s.name for s in facets.label_sets]
+    for cond in flt.labels:
+        if cond.name not in known_labels:
+            raise InvalidInput(
+                f"unknown label set {cond.name!r}; known: {', '.join(known_labels) or 'none'}",
+                field="label",
+            )
+    for sc in flt.slices:
+        if sc.field not in SLICE_FIELDS:
+            raise InvalidInput(
+                f"unknown slice field {sc.field!r}; known: {', '.join(SLICE_FIELDS)}",
+                field="slice",
+            )
+    judge = None
+    if flt.uses_judge:
+        judge = _pick(flt.judge, [j.name for j in facets.judges], "judge", "judge")
+    elif flt.judge is not None and facets.judge(flt.judge) is None:
+        raise InvalidInput(f"no judge {flt.judge!r} on this benchmark", field="judge")
+    detector = None
+    if flt.uses_score:
+        names = [d.name for d in facets.scored_detectors]
+        detector = _pick(flt.score_detector, names, "scored detector", "score_detector")
+        if (
+            flt.score_min is not None
+            and flt.score_max is not None
+            and flt.score_min > flt.score_max
+        ):
+            raise InvalidInput("score_min is greater than score_max", field="score_min")
+    elif flt.score_detector is not None and facets.scored_detector(flt.score_detector) is None:
+        raise InvalidInput(
+            f"no scored detector {flt.score_detector!r} on this benchmark", field="score_detector"
+        )
+    return InstanceFilter(
+        q=q,
+        labels=tuple(sorted(set(flt.labels), key=lambda c: (c.name, c.value is None, c.value))),
+        slices=tuple(sorted(set(flt.slices), key=lambda c: (c.field, c.value))),
+        judge=judge,
+        ab=flt.ab,
+        ba=flt.ba,
+        flip=flt.flip,
+        score_detector=detector,
+        score_min=flt.score_min,
+        score_max=flt.score_max,
+    )
+
+
+def _pick(name: str | None, known: list[str], what: str, field: str) -> str:
+    if name is None:
+        if not known:
+            raise InvalidInput(f"this benchmark has no {what}", field=field)
+        return known[0]
+    if name not in known:
+        raise InvalidInput(
+            f"no {what} {name!r} on this benchmark; known: {', '.join(known) or 'none'}",
+            field=field,
+        )
+    return name
+
+
+def filter_conditions(
+    facets: BenchmarkFacets, flt: InstanceFilter, dialect: str
+) -> list[ColumnElement[bool]]:
+    """SQL conditions on ``Instance`` for a resolved filter (the benchmark condition included).
+
+    Parameters
+    ----------
+    facets : BenchmarkFacets
+        The benchmark (for its id and detector ids).
+    flt : InstanceFilter
+        A filter returned by :func:`resolve_filter`.
+    dialect : str
+        ``sqlite`` or ``postgresql``.
+
+    Returns
+    -------
+    list of ColumnElement
+        Conditions to AND together.
+
+    """
+    conds: list[ColumnElement[bool]] = [Instance.benchmark_id == facets.id]
+    if flt.q:
+        conds.append(text_search(dialect, flt.q))
+    for sc in flt.slices:
+        conds.append(payload_text(dialect, sc.field) == sc.value)
+    labels = list(flt.labels)
+    if flt.judge is not None:
+        judge = facets.judge(flt.judge)
+        assert judge is not None, "resolve_filter checks the judge"
+        for order, choice in ((Order.AB, flt.ab), (Order.BA, flt.ba)):
+            if choice is not None:
+                conds.append(
+                    exists().where(
+                        Judgment.instance_id == Instance.id,
+                        Judgment.detector_id == judge.id,
+                        Judgment.order == order.value,
+                        Judgment.choice == choice.value,
+                    )
+                )
+        if flt.flip is not None:
+            labels.append(LabelCondition(name=f"flip:{judge.name}", value=_FLIP_VALUE[flt.flip]))
+    for cond in labels:
+        current = current_label_subquery(cond.name)
+        conds.append(current.is_(None) if cond.value is None else current == cond.value)
+    if flt.score_detector is not None and flt.uses_score:
+        det = facets.scored_detector(flt.score_detector)
+        assert det is not None, "resolve_filter checks the detector"
+        score_conds = [Score.instance_id == Instance.id, Score.detector_id == det.id]
+        if flt.score_min is not None:
+            score_conds.append(Score.score >= flt.score_min)
+        if flt.score_max is not None:
+            score_conds.append(Score.score <= flt.score_max)
+        conds.append(exists(select(Score.id).where(*score_conds)))
+    return conds

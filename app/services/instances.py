@@ -1,0 +1,244 @@
+"""One instance in full: payload, every label set with its history, judge outputs and scores."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.errors import NotFound
+from app.services.cache import VersionedCache
+from app.services.facets import FLIP_PREFIX, benchmark_facets, get_benchmark
+from app.services.instance_filter import InstanceFilter, filter_conditions, resolve_filter
+from app.services.labels import label_history
+from app.services.payload_fields import SLICE_FIELDS, TEXT_FIELDS
+from app.tables import Detector, Instance, Judgment, Order, Score
+
+_ORDER_RANK = {Order.AB.value: 0, Order.BA.value: 1, Order.AB_REPEAT.value: 2}
+
+
+class LabelEventView(BaseModel):
+    """One label event, as recorded."""
+
+    value: str | None
+    source: str
+    author: str
+    reason: str
+    tags: list[Any]
+    created_at: datetime
+
+
+class LabelSetHistory(BaseModel):
+    """A label set on one instance: its current value and every event, oldest first."""
+
+    name: str
+    current: str | None
+    events: list[LabelEventView]
+
+
+class JudgmentView(BaseModel):
+    """One judge call in one presentation order; ``choice`` is an identity, never a slot."""
+
+    order: str
+    choice: str
+    confidence: float | None
+    mode: str
+    raw_output: str
+    verdict_logits: dict[str, Any] | None
+    prompt_tokens: int | None
+    output_tokens: int | None
+    activation_ref: str | None
+    details: dict[str, Any]
+    created_at: datetime
+
+
+class JudgeOutputs(BaseModel):
+    """A judge's calls on one instance (AB, BA, AB-repeat) and its flip label there."""
+
+    name: str
+    kind: str
+    flip: str | None
+    judgments: list[JudgmentView]
+
+    def order(self, order: str) -> JudgmentView | None:
+        """The judgment in presentation ``order``, if the judge was called in it."""
+        return next((j for j in self.judgments if j.order == order), None)
+
+
+class ScoreView(BaseModel):
+    """A detector's score of one instance with its details (fold, hyperparameters...)."""
+
+    detector: str
+    kind: str
+    score: float
+    details: dict[str, Any]
+    created_at: datetime
+
+
+class Neighbours(BaseModel):
+    """External ids of the instances before and after this one in the filtered table."""
+
+    previous: str | None
+    next: str | None
+
+
+class InstanceDetail(BaseModel):
+    """Everything recorded about one instance."""
+
+    model_config = ConfigDict(frozen=True)
+
+    benchmark: str
+    kind: str
+    external_id: str
+    group_key: str
+    payload: dict[str, Any]
+    created_at: datetime
+    labels: list[LabelSetHistory]
+    judges: list[JudgeOutputs]
+    scores: list[ScoreView]
+    filter: InstanceFilter
+    neighbours: Neighbours
+
+    def text_fields(self) -> list[tuple[str, str]]:
+        """``(field, text)`` of the kind's long text fields present in the payload, in order."""
+        return [
+            (f, _as_text(self.payload[f]))
+            for f in TEXT_FIELDS.get(self.kind, ())
+            if self.payload.get(f) is not None
+        ]
+
+    def other_fields(self) -> list[tuple[str, str]]:
+        """``(field, text)`` of the remaining payload fields, slice fields first."""
+        long = set(TEXT_FIELDS.get(self.kind, ()))
+        rest = [f for f in self.payload if f not in long]
+        rest.sort(key=lambda f: (f not in SLICE_FIELDS, f))
+        return [(f, _as_text(self.payload[f])) for f in rest]
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def instance_detail(
+    session: Session,
+    benchmark: str,
+    external_id: str,
+    flt: InstanceFilter | None = None,
+    *,
+    cache: VersionedCache | None = None,
+) -> InstanceDetail:
+    """Instance ``external_id`` of ``benchmark`` with its neighbours under ``flt``.
+
+    Parameters
+    ----------
+    session : Session
+        An open session; nothing is written.
+    benchmark : str
+        Benchmark name.
+    external_id : str
+        The instance's id within the benchmark.
+    flt : InstanceFilter, optional
+        The table view the reviewer came from; previous/next follow it.
+    cache : VersionedCache, optional
+        Memo for the benchmark's facets.
+
+    Returns
+    -------
+    InstanceDetail
+
+    Raises
+    ------
+    NotFound
+        No such benchmark or instance.
+    InvalidInput
+        ``flt`` names something the benchmark does not have.
+
+    """
+    bench = get_benchmark(session, benchmark)
+    inst = session.scalar(
+        select(Instance).where(
+            Instance.benchmark_id == bench.id, Instance.external_id == external_id
+        )
+    )
+    if inst is None:
+        raise NotFound(f"no instance {external_id!r} in benchmark {benchmark!r}")
+    facets = benchmark_facets(session, bench, cache)
+    flt = resolve_filter(facets, flt or InstanceFilter())
+
+    histories: dict[str, list[LabelEventView]] = {}
+    for ev in label_history(session, inst.id):
+        histories.setdefault(ev.label_name, []).append(
+            LabelEventView(
+                value=ev.value,
+                source=ev.source,
+                author=ev.author,
+                reason=ev.reason,
+                tags=ev.tags,
+                created_at=ev.created_at,
+            )
+        )
+    labels = [
+        LabelSetHistory(name=name, current=events[-1].value, events=events)
+        for name, events in sorted(histories.items())
+    ]
+    current = {s.name: s.current for s in labels}
+
+    by_judge: dict[tuple[str, str], list[JudgmentView]] = {}
+    for j, name, kind in session.execute(
+        select(Judgment, Detector.name, Detector.kind)
+        .join(Detector, Detector.id == Judgment.detector_id)
+        .where(Judgment.instance_id == inst.id)
+    ):
+        by_judge.setdefault((name, kind), []).append(
+            JudgmentView.model_validate(j, from_attributes=True)
+        )
+    judges = [
+        JudgeOutputs(
+            name=name,
+            kind=kind,
+            flip=current.get(FLIP_PREFIX + name),
+            judgments=sorted(calls, key=lambda c: _ORDER_RANK.get(c.order, 9)),
+        )
+        for (name, kind), calls in sorted(by_judge.items())
+    ]
+    scores = [
+        ScoreView(
+            detector=name, kind=kind, score=s.score, details=s.details, created_at=s.created_at
+        )
+        for s, name, kind in session.execute(
+            select(Score, Detector.name, Detector.kind)
+            .join(Detector, Detector.id == Score.detector_id)
+            .where(Score.instance_id == inst.id)
+            .order_by(Detector.name)
+        )
+    ]
+    conds = filter_conditions(facets, flt, session.get_bind().dialect.name)
+    previous = session.scalar(
+        select(Instance.external_id)
+        .where(*conds, Instance.external_id < external_id)
+        .order_by(Instance.external_id.desc())
+        .limit(1)
+    )
+    following = session.scalar(
+        select(Instance.external_id)
+        .where(*conds, Instance.external_id > external_id)
+        .order_by(Instance.external_id)
+        .limit(1)
+    )
+    return InstanceDetail(
+        benchmark=bench.name,
+        kind=bench.kind,
+        external_id=inst.external_id,
+        group_key=inst.group_key,
+        payload=inst.payload,
+        created_at=inst.created_at,
+        labels=labels,
+        judges=judges,
+        scores=scores,
+        filter=flt,
+        neighbours=Neighbours(previous=previous, next=following),
+    )

@@ -1,0 +1,83 @@
+"""Map domain and HTTP errors to responses: JSON under ``/api``, an HTML page elsewhere."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exception_handlers import (
+    http_exception_handler,
+    request_validation_exception_handler,
+)
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse, Response
+
+from app.errors import InvalidInput, NotFound
+from app.web.templating import render
+
+
+def _wants_json(request: Request) -> bool:
+    path = request.url.path
+    return path == "/api" or path.startswith("/api/") or path == "/healthz"
+
+
+def _html_error(request: Request, status: int, title: str, messages: list[str]) -> Response:
+    return render(
+        request,
+        "error.html",
+        {"status": status, "title": title, "messages": messages},
+        fragment="_error.html",
+        status_code=status,
+    )
+
+
+def _not_found(request: Request, exc: Exception) -> Response:
+    if _wants_json(request):
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+    return _html_error(request, 404, "Not found", [str(exc)])
+
+
+def _invalid_input(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, InvalidInput)
+    if _wants_json(request):
+        detail = [
+            {
+                "loc": ["query", exc.field] if exc.field else ["query"],
+                "msg": exc.reason,
+                "type": "invalid_filter",
+            }
+        ]
+        return JSONResponse({"detail": detail}, status_code=422)
+    return _html_error(request, 422, "Invalid filter", [exc.message])
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    if _wants_json(request):
+        return await request_validation_exception_handler(request, exc)
+    messages = [_describe(err) for err in exc.errors()]
+    return _html_error(request, 422, "Invalid request", messages)
+
+
+def _describe(err: dict[str, Any]) -> str:
+    loc = [str(x) for x in err.get("loc", ()) if x not in ("query", "path")]
+    value = err.get("input")
+    where = ".".join(loc) or "request"
+    return f"{where}: {err.get('msg', 'invalid')}" + (f" (got {value!r})" if value else "")
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    if _wants_json(request) or exc.status_code < 400:
+        return await http_exception_handler(request, exc)
+    title = "Not found" if exc.status_code == 404 else "Error"
+    return _html_error(request, exc.status_code, title, [str(exc.detail)])
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers on ``app``."""
+    app.add_exception_handler(NotFound, _not_found)
+    app.add_exception_handler(InvalidInput, _invalid_input)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)

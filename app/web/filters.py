@@ -1,0 +1,156 @@
+"""Instance-table filters as query parameters: parsing (one dependency) and canonical URLs.
+
+Every view of the table lives in its URL; the same parameters drive the HTML page, its htmx
+fragment and the JSON API.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import Query
+from pydantic import BeforeValidator
+
+from app.errors import InvalidInput
+from app.services.instance_filter import (
+    FlipState,
+    InstanceFilter,
+    LabelCondition,
+    SliceCondition,
+)
+from app.tables import Choice
+
+
+def _blank_to_none(value: Any) -> Any:
+    # HTML forms send empty inputs as "", which means "no condition".
+    return None if isinstance(value, str) and value.strip() == "" else value
+
+
+Blank = BeforeValidator(_blank_to_none)
+
+
+def _split(raw: str, param: str) -> tuple[str, str]:
+    # Split at the first "=": label names come from `--label NAME=COL` and cannot contain
+    # one, while values (e.g. "A=B") can.
+    name, sep, value = raw.partition("=")
+    if not sep or not name:
+        raise InvalidInput(f"expected NAME=VALUE, got {raw!r}", field=param)
+    return name, value
+
+
+def instance_filter(
+    q: Annotated[
+        str, Query(description="Text in the external id, group or any payload field.")
+    ] = "",
+    label: Annotated[
+        list[str] | None,
+        Query(
+            description="Current label value, `NAME=VALUE` (repeatable); `NAME=` selects "
+            "instances without a current value. Example: `reference=A`."
+        ),
+    ] = None,
+    slice: Annotated[
+        list[str] | None,
+        Query(description="Payload slice field value, `FIELD=VALUE` (repeatable)."),
+    ] = None,
+    judge: Annotated[
+        str | None, Blank, Query(description="Judge that `ab`, `ba` and `flip` refer to.")
+    ] = None,
+    ab: Annotated[
+        Choice | None, Blank, Query(description="The judge's choice with A shown first.")
+    ] = None,
+    ba: Annotated[
+        Choice | None, Blank, Query(description="The judge's choice with B shown first.")
+    ] = None,
+    flip: Annotated[
+        FlipState | None,
+        Blank,
+        Query(
+            description="Whether the two orders chose different responses; `none`: "
+            "the pair was not retained (an order is invalid)."
+        ),
+    ] = None,
+    score_detector: Annotated[
+        str | None, Blank, Query(description="Detector that the score range refers to.")
+    ] = None,
+    score_min: Annotated[
+        float | None, Blank, Query(description="Lowest score kept (inclusive).")
+    ] = None,
+    score_max: Annotated[
+        float | None, Blank, Query(description="Highest score kept (inclusive).")
+    ] = None,
+) -> InstanceFilter:
+    """Parse the table's query parameters into an unchecked :class:`InstanceFilter`.
+
+    Returns
+    -------
+    InstanceFilter
+        Names are checked against the benchmark later, by the service.
+
+    Raises
+    ------
+    InvalidInput
+        A ``label`` or ``slice`` entry without ``=``.
+
+    """
+    labels = []
+    for raw in label or []:
+        if raw.strip() == "":
+            continue
+        name, value = _split(raw, "label")
+        labels.append(LabelCondition(name=name, value=value or None))
+    slices = []
+    for raw in slice or []:
+        if raw.strip() == "":
+            continue
+        field, value = _split(raw, "slice")
+        slices.append(SliceCondition(field=field, value=value))
+    return InstanceFilter(
+        q=q,
+        labels=tuple(labels),
+        slices=tuple(slices),
+        judge=judge,
+        ab=ab,
+        ba=ba,
+        flip=flip,
+        score_detector=score_detector,
+        score_min=score_min,
+        score_max=score_max,
+    )
+
+
+def _number(x: float) -> str:
+    return repr(int(x)) if x == int(x) and abs(x) < 1e15 else repr(x)
+
+
+def filter_params(flt: InstanceFilter) -> list[tuple[str, str]]:
+    """The query parameters that reproduce ``flt``, in a fixed order, blanks left out."""
+    params: list[tuple[str, str]] = []
+    if flt.q:
+        params.append(("q", flt.q))
+    params += [("label", f"{c.name}={c.value or ''}") for c in flt.labels]
+    params += [("slice", f"{c.field}={c.value}") for c in flt.slices]
+    if flt.judge is not None:
+        params.append(("judge", flt.judge))
+    for key in ("ab", "ba", "flip"):
+        value = getattr(flt, key)
+        if value is not None:
+            params.append((key, value.value))
+    if flt.score_detector is not None:
+        params.append(("score_detector", flt.score_detector))
+    if flt.score_min is not None:
+        params.append(("score_min", _number(flt.score_min)))
+    if flt.score_max is not None:
+        params.append(("score_max", _number(flt.score_max)))
+    return params
+
+
+def query_string(flt: InstanceFilter, **extra: int | str | None) -> str:
+    """``?...`` for ``flt`` plus ``extra`` parameters (``None`` and page 1 left out), or ``""``."""
+    params = filter_params(flt)
+    for key, value in extra.items():
+        if value is None or (key == "page" and value == 1):
+            continue
+        params.append((key, str(value)))
+    return "?" + urlencode(params) if params else ""

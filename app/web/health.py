@@ -1,0 +1,25 @@
+"""``/healthz``: the process is up and the database answers."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from pydantic import BaseModel
+from sqlalchemy import text
+
+from app.web.deps import DbSession
+
+router = APIRouter(tags=["health"])
+
+
+class Health(BaseModel):
+    """Liveness and database reachability."""
+
+    status: str
+    database: str
+
+
+@router.get("/healthz")
+def healthz(session: DbSession) -> Health:
+    """``ok`` when a trivial query succeeds; a database error answers 500."""
+    session.execute(text("SELECT 1"))
+    return Health(status="ok", database=session.get_bind().dialect.name)

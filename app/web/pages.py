@@ -1,0 +1,73 @@
+"""HTML pages: benchmark list, benchmark instance table (page or htmx fragment), instance page."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query, Request
+from starlette.responses import HTMLResponse
+
+from app.services.browse import benchmark_view
+from app.services.facets import list_benchmarks
+from app.services.instance_filter import InstanceFilter
+from app.services.instances import instance_detail
+from app.web.deps import DbSession, ReadCache
+from app.web.filters import instance_filter
+from app.web.templating import is_fragment_request, render
+from app.web.urls import benchmark_url, instance_url
+
+router = APIRouter(include_in_schema=False)
+
+Filter = Annotated[InstanceFilter, Depends(instance_filter)]
+Page = Annotated[int, Query(ge=1, le=10_000_000, description="1-based page number.")]
+
+
+@router.get("/", response_class=HTMLResponse)
+def index(request: Request, session: DbSession, cache: ReadCache) -> HTMLResponse:
+    """Every benchmark with its counts."""
+    return render(request, "index.html", {"benchmarks": list_benchmarks(session, cache)})
+
+
+@router.get("/benchmarks/{name}", response_class=HTMLResponse)
+def benchmark_page(
+    request: Request, name: str, session: DbSession, cache: ReadCache, flt: Filter, page: Page = 1
+) -> HTMLResponse:
+    """The filtered instance table; htmx gets the table fragment and the canonical URL."""
+    view = benchmark_view(
+        session,
+        name,
+        flt,
+        page=page,
+        page_size=request.app.state.settings.page_size,
+        cache=cache,
+    )
+    headers = {}
+    if is_fragment_request(request):
+        headers["HX-Push-Url"] = benchmark_url(name, view.table.filter, page)
+    return render(
+        request, "benchmark.html", {"view": view}, fragment="_table.html", headers=headers
+    )
+
+
+@router.get("/benchmarks/{name}/instances/{external_id:path}", response_class=HTMLResponse)
+def instance_page(
+    request: Request,
+    name: str,
+    external_id: str,
+    session: DbSession,
+    cache: ReadCache,
+    flt: Filter,
+    page: Annotated[int | None, Query(ge=1, description="Table page to go back to.")] = None,
+) -> HTMLResponse:
+    """One instance in full; previous/next follow the table view the reviewer came from."""
+    detail = instance_detail(session, name, external_id, flt, cache=cache)
+    headers = {}
+    if is_fragment_request(request):
+        headers["HX-Push-Url"] = instance_url(name, external_id, detail.filter, page)
+    return render(
+        request,
+        "instance.html",
+        {"d": detail, "page": page},
+        fragment="_instance.html",
+        headers=headers,
+    )

@@ -1,0 +1,111 @@
+"""Jinja2 environment (autoescaping always on) and the helper that renders a page or fragment."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request
+from fastapi.templating import Jinja2Templates
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from starlette.responses import HTMLResponse
+
+from app.web import urls
+from app.web.filters import query_string
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+TEMPLATES_DIR = ROOT / "templates"
+STATIC_DIR = ROOT / "static"
+
+# Model outputs are untrusted HTML: no inline scripts, no foreign origins, no plugins.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    # One URL answers with a page or a fragment depending on HX-Request.
+    "Vary": "HX-Request",
+}
+
+
+def fmt_number(value: float | int | None, digits: int = 3) -> str:
+    """A score or count for a table cell: fixed decimals for floats, thousands separators."""
+    if value is None:
+        return ""
+    if isinstance(value, int):
+        return f"{value:,}"
+    if math.isnan(value):
+        return "NaN"
+    return f"{value:,.{digits}f}"
+
+
+def make_templates(directory: Path = TEMPLATES_DIR) -> Jinja2Templates:
+    """The template set, with autoescaping forced on for every template (never ``|safe``)."""
+    env = Environment(
+        loader=FileSystemLoader(directory),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["num"] = fmt_number
+    env.globals.update(
+        benchmark_url=urls.benchmark_url,
+        instance_url=urls.instance_url,
+        api_instances_url=urls.api_instances_url,
+        query_string=query_string,
+    )
+    return Jinja2Templates(env=env)
+
+
+def is_fragment_request(request: Request) -> bool:
+    """Whether htmx asked for a fragment (a history restore wants the whole page)."""
+    return (
+        request.headers.get("HX-Request") == "true"
+        and request.headers.get("HX-History-Restore-Request") != "true"
+    )
+
+
+def render(
+    request: Request,
+    template: str,
+    context: dict[str, Any],
+    *,
+    fragment: str | None = None,
+    status_code: int = 200,
+    headers: dict[str, str] | None = None,
+) -> HTMLResponse:
+    """Render ``template``, or ``fragment`` when htmx asks for one, with the security headers.
+
+    Parameters
+    ----------
+    request : Request
+        The request (its headers decide between page and fragment).
+    template : str
+        The full page.
+    context : dict
+        Template variables.
+    fragment : str, optional
+        The part of the page that htmx swaps; ``None`` when the page has none.
+    status_code : int
+        HTTP status.
+    headers : dict, optional
+        Extra response headers (e.g. ``HX-Push-Url``).
+
+    Returns
+    -------
+    HTMLResponse
+
+    """
+    templates: Jinja2Templates = request.app.state.templates
+    as_fragment = fragment is not None and is_fragment_request(request)
+    return templates.TemplateResponse(
+        request,
+        fragment if as_fragment and fragment is not None else template,
+        {**context, "fragment": as_fragment},
+        status_code=status_code,
+        headers={**SECURITY_HEADERS, **(headers or {})},
+    )
