@@ -1,0 +1,332 @@
+"""Weighted ranking and mean kernels, evaluated for many weight vectors (resamples) at once.
+
+Inputs are trusted: the public functions in ``metrics`` and ``bootstrap`` validate them first.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+_INT32_LIMIT = np.iinfo(np.int32).max
+
+
+class RankSums(NamedTuple):
+    """Per-resample sums from which AUROC and average precision follow, each of shape (c,)."""
+
+    pos: NDArray[np.floating]
+    """Total weight of positives."""
+    neg: NDArray[np.floating]
+    """Total weight of negatives."""
+    twice_concordant: NDArray[np.float64]
+    """2 * (weighted concordant (pos, neg) pairs + 0.5 * weighted tied pairs)."""
+    precision_sum: NDArray[np.float64] | None
+    """Sum over positives of weight * precision at that positive's score threshold."""
+
+
+class RankPlan:
+    """The score order of one detector, computed once and reused by every resample.
+
+    Items belong to *units* (bootstrap groups, or one unit per item); a resample is a vector of
+    non-negative unit weights, and an item's weight is its unit's weight. Sorting happens here,
+    once: ``evaluate`` only gathers, cumulates and sums, which is what makes thousands of
+    resamples cheap.
+
+    Parameters
+    ----------
+    y : ndarray of bool, shape (n,)
+        Labels.
+    p : ndarray of float64, shape (n,)
+        Scores.
+    units : ndarray of intp, shape (n,)
+        Unit index of each item, in ``0 .. n_units - 1``.
+    n_units : int
+        Number of units (columns of the weight matrices passed to ``evaluate``).
+
+    """
+
+    def __init__(
+        self, y: NDArray[np.bool_], p: NDArray[np.float64], units: NDArray[np.intp], n_units: int
+    ) -> None:
+        order = np.argsort(p, kind="stable")
+        ys, ps, us = y[order], p[order], units[order]
+        pos_scores, neg_scores = ps[ys], ps[~ys]
+        self.n_units = n_units
+        self.unit_sizes = np.bincount(units, minlength=n_units).astype(np.int64)
+        # Positives and negatives each in ascending score order.
+        self.pos_units = us[ys]
+        self.neg_units = us[~ys]
+        # For each positive: how many negatives score strictly below it, and at or below it.
+        # Cumulated negative weights read at these offsets give "negatives below" and
+        # "negatives tied", which is all the Mann-Whitney count with half-ties needs.
+        self.neg_lt = np.searchsorted(neg_scores, pos_scores, side="left")
+        neg_le = np.searchsorted(neg_scores, pos_scores, side="right")
+        self.neg_le: NDArray[np.intp] | None = (
+            neg_le if bool((neg_le != self.neg_lt).any()) else None
+        )
+        # For each positive: the first positive of its tie block. Average precision evaluates
+        # precision at distinct thresholds, so tied positives share one cut.
+        pos_lt = np.searchsorted(pos_scores, pos_scores, side="left")
+        self.pos_lt: NDArray[np.intp] | None = (
+            pos_lt if bool((pos_lt != np.arange(pos_lt.size)).any()) else None
+        )
+
+    def _accumulator(self, weights: NDArray[np.number]) -> type[np.number]:
+        """Choose the dtype of cumulative weights: int32 when exact and safe, else wider."""
+        if weights.dtype.kind not in "iub":
+            return np.float64
+        # A row's total item weight is at most (row sum) * (largest unit): a cheap bound that
+        # is tight enough for bootstrap multiplicities, with the exact check as a fallback.
+        rows = weights.sum(axis=1, dtype=np.int64)
+        if int(rows.max(initial=0)) * int(self.unit_sizes.max(initial=0)) <= _INT32_LIMIT:
+            return np.int32
+        largest = int((weights.astype(np.int64, copy=False) @ self.unit_sizes).max(initial=0))
+        return np.int32 if largest <= _INT32_LIMIT else np.int64
+
+    def evaluate(
+        self,
+        weights: NDArray[np.number],
+        *,
+        precision: bool = True,
+        workspace: Workspace | None = None,
+    ) -> RankSums:
+        """Ranking sums for each row of ``weights``.
+
+        Parameters
+        ----------
+        weights : ndarray, shape (c, n_units)
+            Non-negative unit weights, one resample per row. Integer weights (bootstrap
+            multiplicities) are cumulated in integers, so the concordance count is exact.
+        precision : bool
+            Whether to compute the average-precision sum (skipped for choice-matched AUROC).
+        workspace : Workspace, optional
+            Scratch buffers reused across calls from one thread.
+
+        Returns
+        -------
+        RankSums
+            Arrays of shape (c,).
+
+        """
+        ws = workspace if workspace is not None else Workspace()
+        acc = self._accumulator(weights)
+        w = weights.astype(acc, copy=False)
+        c = w.shape[0]
+        n_neg, n_pos = self.neg_units.size, self.pos_units.size
+
+        # Exclusive cumulative negative weight in ascending score order: column k holds the
+        # weight of the k lowest-scoring negatives.
+        # take() with out= buffers its output under the default mode="raise"; the plan's indices
+        # are in range, so "clip" changes nothing but lets take write straight into the buffer.
+        w_neg = np.take(w, self.neg_units, axis=1, out=ws.get("wneg", (c, n_neg), acc), mode="clip")
+        cneg = ws.get("cneg", (c, n_neg + 1), acc)
+        cneg[:, 0] = 0
+        np.cumsum(w_neg, axis=1, out=cneg[:, 1:])
+        neg_total = cneg[:, -1].copy()
+        neg_below = np.take(
+            cneg, self.neg_lt, axis=1, out=ws.get("nb", (c, n_pos), acc), mode="clip"
+        )
+
+        w_pos = np.take(w, self.pos_units, axis=1, out=ws.get("wpos", (c, n_pos), acc), mode="clip")
+        if self.neg_le is None:
+            twice = 2.0 * np.einsum("ij,ij->i", w_pos, neg_below, dtype=np.float64)
+        else:
+            below_or_tied = np.take(
+                cneg, self.neg_le, axis=1, out=ws.get("nle", (c, n_pos), acc), mode="clip"
+            )
+            below_or_tied += neg_below
+            twice = np.einsum("ij,ij->i", w_pos, below_or_tied, dtype=np.float64)
+
+        cpos = ws.get("cpos", (c, n_pos + 1), acc)
+        cpos[:, 0] = 0
+        np.cumsum(w_pos, axis=1, out=cpos[:, 1:])
+        pos_total = cpos[:, -1].copy()
+        if not precision:
+            return RankSums(pos_total, neg_total, twice, None)
+
+        if self.pos_lt is None:
+            pos_below = cpos[:, :-1]
+        else:
+            pos_below = np.take(
+                cpos, self.pos_lt, axis=1, out=ws.get("pb", (c, n_pos), acc), mode="clip"
+            )
+        # At the threshold of each positive's score: true positives are the positives at or
+        # above it, false positives the negatives at or above it.
+        true_pos = np.subtract(pos_total[:, None], pos_below, out=ws.get("tp", (c, n_pos), acc))
+        called = np.subtract(neg_total[:, None], neg_below, out=neg_below)
+        called += true_pos
+        # `called` is 0 only where the positive itself has weight 0 (so does its term); the
+        # floor avoids 0/0 without changing any other quotient.
+        floor = 1 if acc is not np.float64 else np.finfo(np.float64).tiny
+        np.maximum(called, floor, out=called)
+        ratio = np.divide(true_pos, called, out=ws.get("ratio", (c, n_pos), np.float64))
+        precision_sum = np.einsum("ij,ij->i", w_pos, ratio, dtype=np.float64)
+        return RankSums(pos_total, neg_total, twice, precision_sum)
+
+
+class Workspace:
+    """Scratch arrays reused across kernel calls, so chunks do not pay for fresh memory.
+
+    Freshly allocated large arrays are first-touched page by page, which costs more than the
+    arithmetic done on them; one workspace per thread removes that cost. Not thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._buffers: dict[tuple[str, str], NDArray[np.generic]] = {}
+
+    def get(self, name: str, shape: tuple[int, int], dtype: type[np.generic]) -> NDArray:
+        """A C-contiguous array of ``shape`` and ``dtype`` with arbitrary contents."""
+        key = (name, np.dtype(dtype).str)
+        size = shape[0] * shape[1]
+        buffer = self._buffers.get(key)
+        if buffer is None or buffer.size < size:
+            buffer = np.empty(size, dtype=dtype)
+            self._buffers[key] = buffer
+        return buffer[:size].reshape(shape)
+
+
+class StratifiedRankPlan:
+    """Rank plans per stratum (e.g. the judge's AB choice), for choice-matched AUROC.
+
+    Parameters
+    ----------
+    y : ndarray of bool, shape (n,)
+    p : ndarray of float64, shape (n,)
+    units : ndarray of intp, shape (n,)
+    n_units : int
+    strata : ndarray of intp, shape (n,)
+        Stratum code of each item, in ``0 .. n_strata - 1``.
+    n_strata : int
+
+    """
+
+    def __init__(
+        self,
+        y: NDArray[np.bool_],
+        p: NDArray[np.float64],
+        units: NDArray[np.intp],
+        n_units: int,
+        strata: NDArray[np.intp],
+        n_strata: int,
+    ) -> None:
+        self.plans: list[RankPlan] = []
+        for s in range(n_strata):
+            mask = strata == s
+            ys = y[mask]
+            # A stratum with one class contributes no pairs in any resample.
+            if ys.any() and not ys.all():
+                self.plans.append(RankPlan(ys, p[mask], units[mask], n_units))
+
+    def evaluate(
+        self, weights: NDArray[np.number], workspace: Workspace | None = None
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Pooled ``(twice_concordant, pairs)`` over strata, each of shape (c,)."""
+        c = weights.shape[0]
+        twice = np.zeros(c)
+        pairs = np.zeros(c)
+        for plan in self.plans:
+            sums = plan.evaluate(weights, precision=False, workspace=workspace)
+            twice += sums.twice_concordant
+            pairs += sums.pos.astype(np.float64) * sums.neg.astype(np.float64)
+        return twice, pairs
+
+
+def auroc_from(sums: RankSums) -> NDArray[np.float64]:
+    """AUROC per resample, NaN where a class has zero weight; shape (c,)."""
+    pairs = sums.pos.astype(np.float64) * sums.neg.astype(np.float64)
+    return _ratio(sums.twice_concordant, 2.0 * pairs)
+
+
+def average_precision_from(sums: RankSums) -> NDArray[np.float64]:
+    """Average precision per resample, NaN where positives have zero weight; shape (c,)."""
+    assert sums.precision_sum is not None
+    return _ratio(sums.precision_sum, sums.pos.astype(np.float64))
+
+
+def choice_matched_from(
+    twice: NDArray[np.float64], pairs: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """Choice-matched AUROC per resample, NaN where no stratum has both classes; shape (c,)."""
+    return _ratio(twice, 2.0 * pairs)
+
+
+def _ratio(num: NDArray[np.float64], den: NDArray[np.float64]) -> NDArray[np.float64]:
+    out = np.full(num.shape, np.nan)
+    np.divide(num, den, out=out, where=den > 0)
+    return out
+
+
+def unit_means(
+    weights: NDArray[np.number], unit_sums: NDArray[np.float64], unit_sizes: NDArray[np.int64]
+) -> NDArray[np.float64]:
+    """Weighted means of item values for each resample.
+
+    Parameters
+    ----------
+    weights : ndarray, shape (c, n_units)
+        Non-negative unit weights, one resample per row.
+    unit_sums : ndarray of float64, shape (n_units, k)
+        Sum of each of k item values within each unit.
+    unit_sizes : ndarray of int64, shape (n_units,)
+        Number of items in each unit.
+
+    Returns
+    -------
+    ndarray of float64, shape (c, k)
+        NaN in a row whose total weight is zero.
+
+    """
+    # One einsum per column instead of a BLAS product: each row's sum is then accumulated in
+    # the same order whatever the chunk size, thread count or number of columns, so replicates
+    # are bit-identical however a bootstrap is split up or which detectors it is run with.
+    w = weights.astype(np.float64, copy=False)
+    totals = np.einsum("ij,j->i", w, unit_sizes.astype(np.float64))
+    sums = np.empty((w.shape[0], unit_sums.shape[1]))
+    for j in range(unit_sums.shape[1]):
+        sums[:, j] = np.einsum("ij,j->i", w, np.ascontiguousarray(unit_sums[:, j]))
+    out = np.full(sums.shape, np.nan)
+    np.divide(sums, totals[:, None], out=out, where=totals[:, None] > 0)
+    return out
+
+
+def unit_totals(values: NDArray[np.float64], units: NDArray[np.intp], n_units: int) -> NDArray:
+    """Per-unit sums of item values: ``values`` (n, k) -> (n_units, k)."""
+    out = np.empty((n_units, values.shape[1]))
+    for j in range(values.shape[1]):
+        out[:, j] = np.bincount(units, weights=values[:, j], minlength=n_units)
+    return out
+
+
+# Item-weighted entry points (one unit per item), used by the point metrics and the tests.
+
+
+def weighted_rank_metrics(
+    y: NDArray[np.bool_], p: NDArray[np.float64], weights: NDArray[np.number]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """AUROC and average precision for each row of item weights ``weights`` (B, n)."""
+    n = y.shape[0]
+    sums = RankPlan(y, p, np.arange(n, dtype=np.intp), n).evaluate(weights)
+    return auroc_from(sums), average_precision_from(sums)
+
+
+def weighted_brier(
+    y: NDArray[np.bool_], p: NDArray[np.float64], weights: NDArray[np.number]
+) -> NDArray[np.float64]:
+    """Brier score for each row of item weights ``weights`` (B, n); shape (B,)."""
+    err = (p - y) ** 2
+    return unit_means(weights, err[:, None], np.ones(y.shape[0], dtype=np.int64))[:, 0]
+
+
+def weighted_choice_matched_auroc(
+    y: NDArray[np.bool_],
+    p: NDArray[np.float64],
+    strata: NDArray[np.intp],
+    n_strata: int,
+    weights: NDArray[np.number],
+) -> NDArray[np.float64]:
+    """Choice-matched AUROC for each row of item weights ``weights`` (B, n); shape (B,)."""
+    n = y.shape[0]
+    plan = StratifiedRankPlan(y, p, np.arange(n, dtype=np.intp), n, strata, n_strata)
+    return choice_matched_from(*plan.evaluate(weights))

@@ -1,0 +1,188 @@
+"""JSON-ready summaries: a detector's metrics with intervals, and paired detector differences.
+
+These dicts are what the metric matrix and ``appellate metrics --json`` print: intervals are
+``[low, high]`` lists and undefined values are ``None`` (JSON ``null``), never NaN or 0.5.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from app.stats import _validate
+from app.stats.bootstrap import HIGHER_IS_BETTER, Seed, group_bootstrap
+
+__all__ = ["SUMMARY_METRICS", "paired_difference", "summarise"]
+
+SUMMARY_METRICS: tuple[str, ...] = (
+    "prevalence",
+    "auroc",
+    "auprc",
+    "brier",
+    "choice_matched_auroc",
+)
+"""Metrics reported by ``summarise``, each as ``name`` and ``name_ci``."""
+
+
+def summarise(
+    y: ArrayLike,
+    p: ArrayLike,
+    groups: ArrayLike,
+    choice: ArrayLike | None = None,
+    resamples: int = 2000,
+    seed: Seed = 0,
+    level: float = 0.95,
+) -> dict[str, Any]:
+    """A detector's metrics with group-bootstrap percentile intervals.
+
+    Parameters
+    ----------
+    y : array-like of {0, 1} or bool, shape (n,)
+        Binary labels.
+    p : array-like of float, shape (n,)
+        Scores. Brier is reported only when every score lies in [0, 1].
+    groups : array-like, shape (n,)
+        Group key of each item (the bootstrap unit).
+    choice : array-like, shape (n,), optional
+        Stratum for choice-matched AUROC (e.g. the judge's AB choice); without it that metric
+        is ``None``.
+    resamples : int
+        Bootstrap resamples (0: point values only, intervals ``None``).
+    seed : int or numpy.random.SeedSequence
+        Root seed of the resamples.
+    level : float
+        Interval coverage.
+
+    Returns
+    -------
+    dict
+        ``n``, ``n_groups``, and for each of ``SUMMARY_METRICS`` the value (``None`` when
+        undefined or not applicable) and ``<metric>_ci`` (``[low, high]`` or ``None``);
+        ``valid_resamples`` (per metric, how many resamples had the metric defined),
+        ``resamples``, ``level`` and ``scores_are_probabilities``.
+
+    Raises
+    ------
+    ValueError
+        On invalid inputs.
+
+    """
+    labels = _validate.labels(y)
+    scores = _validate.scores(p, labels.size)
+    probabilistic = _validate.is_probability(scores)
+    metrics = ["prevalence", "auroc", "auprc"]
+    if probabilistic:
+        metrics.append("brier")
+    if choice is not None:
+        metrics.append("choice_matched_auroc")
+    result = group_bootstrap(
+        labels,
+        scores,
+        groups,
+        metrics=metrics,
+        choice=choice,
+        resamples=resamples,
+        seed=seed,
+        level=level,
+    )
+    out: dict[str, Any] = {"n": int(labels.size), "n_groups": result.n_groups}
+    valid: dict[str, int] = {}
+    for name in SUMMARY_METRICS:
+        if name in result.metrics:
+            estimate = result.estimate(name)
+            out[name], out[f"{name}_ci"] = estimate.value, estimate.ci
+            valid[name] = estimate.valid
+        else:
+            out[name], out[f"{name}_ci"] = None, None
+    out["valid_resamples"] = valid
+    out["resamples"] = result.resamples
+    out["level"] = result.level
+    out["scores_are_probabilities"] = probabilistic
+    return out
+
+
+def paired_difference(
+    y: ArrayLike,
+    p1: ArrayLike,
+    p2: ArrayLike,
+    groups: ArrayLike,
+    metric: str = "auroc",
+    *,
+    choice: ArrayLike | None = None,
+    threshold: float = 0.5,
+    resamples: int = 2000,
+    seed: Seed = 0,
+    level: float = 0.95,
+) -> dict[str, Any]:
+    """Difference ``metric(p1) - metric(p2)`` with an interval from shared resamples.
+
+    Both detectors are evaluated on the same group-bootstrap resamples, so the interval reflects
+    the paired design (the shared item difficulty cancels).
+
+    Parameters
+    ----------
+    y : array-like of {0, 1} or bool, shape (n,)
+        Binary labels.
+    p1, p2 : array-like of float, shape (n,)
+        Scores of the two detectors on the same items.
+    groups : array-like, shape (n,)
+        Group key of each item.
+    metric : str
+        One of ``app.stats.bootstrap.METRICS`` except ``"prevalence"``.
+    choice : array-like, shape (n,), optional
+        Strata, required for ``"choice_matched_auroc"``.
+    threshold : float
+        Decision threshold for ``"accuracy"``.
+    resamples : int
+        Bootstrap resamples.
+    seed : int or numpy.random.SeedSequence
+        Root seed.
+    level : float
+        Interval coverage.
+
+    Returns
+    -------
+    dict
+        ``metric``, ``p1_value``, ``p2_value``, ``difference`` (``None`` if undefined),
+        ``difference_ci`` (``[low, high]`` or ``None``), ``p1_better_fraction`` (fraction of
+        valid resamples where p1 is strictly better: higher, or lower for Brier),
+        ``higher_is_better``, ``valid_resamples``, ``resamples`` and ``level``.
+
+    Raises
+    ------
+    ValueError
+        On invalid inputs or metric.
+
+    """
+    if metric not in HIGHER_IS_BETTER or metric == "prevalence":
+        choices = [m for m in HIGHER_IS_BETTER if m != "prevalence"]
+        raise ValueError(f"metric must be one of {choices}, got {metric!r}")
+    labels = _validate.labels(y)
+    first = _validate.scores(p1, labels.size, "p1")
+    second = _validate.scores(p2, labels.size, "p2")
+    result = group_bootstrap(
+        labels,
+        np.stack([first, second]),
+        groups,
+        metrics=[metric],
+        choice=choice,
+        threshold=threshold,
+        resamples=resamples,
+        seed=seed,
+        level=level,
+    )
+    diff = result.difference(metric, 0, 1)
+    return {
+        "metric": metric,
+        "p1_value": result.estimate(metric, 0).value,
+        "p2_value": result.estimate(metric, 1).value,
+        "difference": diff.estimate.value,
+        "difference_ci": diff.estimate.ci,
+        "p1_better_fraction": diff.first_better,
+        "higher_is_better": HIGHER_IS_BETTER[metric],
+        "valid_resamples": diff.estimate.valid,
+        "resamples": diff.estimate.resamples,
+        "level": result.level,
+    }
