@@ -56,3 +56,12 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(health.router)
     install_error_handlers(app)
     return app
+
+
+def app_from_environment() -> FastAPI:
+    """An app configured from ``APPELLATE_*`` variables, for ``uvicorn --factory``.
+
+    Several uvicorn worker processes need an import string instead of an app object:
+    ``uvicorn --factory app.main:app_from_environment --workers 2``.
+    """
+    return create_app(Settings())

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query
 
+from app.db import transaction
 from app.services.browse import MAX_PAGE_SIZE, InstancePage, benchmark_view
 from app.services.facets import BenchmarkFacets, BenchmarkSummary, describe_benchmark
 from app.services.facets import list_benchmarks as list_benchmark_summaries
 from app.services.instance_filter import InstanceFilter
 from app.services.instances import InstanceDetail, instance_detail
-from app.web.deps import DbSession, ReadCache
+from app.web.deps import ReadCache, StoreDep
 from app.web.filters import instance_filter
 
 router = APIRouter(prefix="/api", tags=["benchmarks"])
@@ -20,22 +21,23 @@ Filter = Annotated[InstanceFilter, Depends(instance_filter)]
 
 
 @router.get("/benchmarks")
-def list_benchmarks(session: DbSession, cache: ReadCache) -> list[BenchmarkSummary]:
+def list_benchmarks(store: StoreDep, cache: ReadCache) -> list[BenchmarkSummary]:
     """Every benchmark with its counts (instances, groups, label sets, judges, ...)."""
-    return list_benchmark_summaries(session, cache)
+    with transaction(store.factory) as session:
+        return list_benchmark_summaries(session, cache)
 
 
 @router.get("/benchmarks/{name}")
-def get_benchmark(name: str, session: DbSession, cache: ReadCache) -> BenchmarkFacets:
+def get_benchmark(name: str, store: StoreDep, cache: ReadCache) -> BenchmarkFacets:
     """A benchmark's counts, label sets with value counts, judges, scored detectors, slices."""
-    return describe_benchmark(session, name, cache)
+    with transaction(store.factory) as session:
+        return describe_benchmark(session, name, cache)
 
 
 @router.get("/benchmarks/{name}/instances")
 def list_instances(
-    request: Request,
     name: str,
-    session: DbSession,
+    store: StoreDep,
     cache: ReadCache,
     flt: Filter,
     page: Annotated[int, Query(ge=1, le=10_000_000, description="1-based page.")] = 1,
@@ -44,20 +46,15 @@ def list_instances(
     ] = None,
 ) -> InstancePage:
     """One page of the benchmark's instances, ordered by external id, with the filtered total."""
-    view = benchmark_view(
-        session,
-        name,
-        flt,
-        page=page,
-        page_size=page_size or request.app.state.settings.page_size,
-        cache=cache,
-    )
-    return view.table
+    size = page_size or store.settings.page_size
+    with transaction(store.factory) as session:
+        return benchmark_view(session, name, flt, page=page, page_size=size, cache=cache).table
 
 
 @router.get("/benchmarks/{name}/instances/{external_id:path}")
 def get_instance(
-    name: str, external_id: str, session: DbSession, cache: ReadCache, flt: Filter
+    name: str, external_id: str, store: StoreDep, cache: ReadCache, flt: Filter
 ) -> InstanceDetail:
     """One instance with payload, label histories, judge outputs, scores and neighbours."""
-    return instance_detail(session, name, external_id, flt, cache=cache)
+    with transaction(store.factory) as session:
+        return instance_detail(session, name, external_id, flt, cache=cache)

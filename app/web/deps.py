@@ -1,30 +1,31 @@
-"""Request dependencies: one session (one transaction) per request, and the shared read cache."""
+"""Request dependencies: the opened store and the shared read cache.
+
+Both are ``async def``: FastAPI runs every plain ``def`` dependency in the thread pool, and
+these only read ``app.state``. Routes open their one transaction themselves, inside the
+single thread-pool hop of the (sync) route, and close it before rendering.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Request
-from sqlalchemy.orm import Session
 
-from app.db import transaction
 from app.services.cache import VersionedCache
 from app.store import Store
 
 
-def db_session(request: Request) -> Iterator[Session]:
-    """The request's session: its transaction commits after the route, rolls back on error."""
+async def get_store(request: Request) -> Store:
+    """The store opened at startup."""
     store: Store = request.app.state.store
-    with transaction(store.factory) as session:
-        yield session
+    return store
 
 
-def read_cache(request: Request) -> VersionedCache:
+async def read_cache(request: Request) -> VersionedCache:
     """The app's memo of facets and filtered counts."""
     cache: VersionedCache = request.app.state.read_cache
     return cache
 
 
-DbSession = Annotated[Session, Depends(db_session)]
+StoreDep = Annotated[Store, Depends(get_store)]
 ReadCache = Annotated[VersionedCache, Depends(read_cache)]

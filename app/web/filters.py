@@ -39,7 +39,7 @@ def _split(raw: str, param: str) -> tuple[str, str]:
     return name, value
 
 
-def instance_filter(
+async def instance_filter(
     q: Annotated[
         str, Query(description="Text in the external id, group or any payload field.")
     ] = "",
@@ -82,6 +82,9 @@ def instance_filter(
     ] = None,
 ) -> InstanceFilter:
     """Parse the table's query parameters into an unchecked :class:`InstanceFilter`.
+
+    ``async`` only so that FastAPI calls it on the event loop instead of the thread pool; it
+    does no I/O.
 
     Returns
     -------

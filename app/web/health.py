@@ -6,7 +6,8 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 from sqlalchemy import text
 
-from app.web.deps import DbSession
+from app.db import transaction
+from app.web.deps import StoreDep
 
 router = APIRouter(tags=["health"])
 
@@ -19,7 +20,8 @@ class Health(BaseModel):
 
 
 @router.get("/healthz")
-def healthz(session: DbSession) -> Health:
+def healthz(store: StoreDep) -> Health:
     """``ok`` when a trivial query succeeds; a database error answers 500."""
-    session.execute(text("SELECT 1"))
-    return Health(status="ok", database=session.get_bind().dialect.name)
+    with transaction(store.factory) as session:
+        session.execute(text("SELECT 1"))
+    return Health(status="ok", database=store.engine.dialect.name)

@@ -7,11 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import HTMLResponse
 
+from app.db import transaction
 from app.services.browse import benchmark_view
 from app.services.facets import list_benchmarks
 from app.services.instance_filter import InstanceFilter
 from app.services.instances import instance_detail
-from app.web.deps import DbSession, ReadCache
+from app.web.deps import ReadCache, StoreDep
 from app.web.filters import instance_filter
 from app.web.templating import is_fragment_request, render
 from app.web.urls import benchmark_url, instance_url
@@ -23,24 +24,22 @@ Page = Annotated[int, Query(ge=1, le=10_000_000, description="1-based page numbe
 
 
 @router.get("/", response_class=HTMLResponse)
-def index(request: Request, session: DbSession, cache: ReadCache) -> HTMLResponse:
+def index(request: Request, store: StoreDep, cache: ReadCache) -> HTMLResponse:
     """Every benchmark with its counts."""
-    return render(request, "index.html", {"benchmarks": list_benchmarks(session, cache)})
+    with transaction(store.factory) as session:
+        benchmarks = list_benchmarks(session, cache)
+    return render(request, "index.html", {"benchmarks": benchmarks})
 
 
 @router.get("/benchmarks/{name}", response_class=HTMLResponse)
 def benchmark_page(
-    request: Request, name: str, session: DbSession, cache: ReadCache, flt: Filter, page: Page = 1
+    request: Request, name: str, store: StoreDep, cache: ReadCache, flt: Filter, page: Page = 1
 ) -> HTMLResponse:
     """The filtered instance table; htmx gets the table fragment and the canonical URL."""
-    view = benchmark_view(
-        session,
-        name,
-        flt,
-        page=page,
-        page_size=request.app.state.settings.page_size,
-        cache=cache,
-    )
+    with transaction(store.factory) as session:
+        view = benchmark_view(
+            session, name, flt, page=page, page_size=store.settings.page_size, cache=cache
+        )
     headers = {}
     if is_fragment_request(request):
         headers["HX-Push-Url"] = benchmark_url(name, view.table.filter, page)
@@ -54,13 +53,14 @@ def instance_page(
     request: Request,
     name: str,
     external_id: str,
-    session: DbSession,
+    store: StoreDep,
     cache: ReadCache,
     flt: Filter,
     page: Annotated[int | None, Query(ge=1, description="Table page to go back to.")] = None,
 ) -> HTMLResponse:
     """One instance in full; previous/next follow the table view the reviewer came from."""
-    detail = instance_detail(session, name, external_id, flt, cache=cache)
+    with transaction(store.factory) as session:
+        detail = instance_detail(session, name, external_id, flt, cache=cache)
     headers = {}
     if is_fragment_request(request):
         headers["HX-Push-Url"] = instance_url(name, external_id, detail.filter, page)

@@ -11,7 +11,7 @@ from fastapi.templating import Jinja2Templates
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.responses import HTMLResponse
 
-from app.web import urls
+from app.web import cells, urls
 from app.web.filters import query_string
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -52,6 +52,8 @@ def make_templates(directory: Path = TEMPLATES_DIR) -> Jinja2Templates:
         lstrip_blocks=True,
     )
     env.filters["num"] = fmt_number
+    env.filters["segment"] = urls.path_segment
+    env.filters.update(cells.FILTERS)
     env.globals.update(
         benchmark_url=urls.benchmark_url,
         instance_url=urls.instance_url,

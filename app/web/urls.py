@@ -8,7 +8,8 @@ from app.services.instance_filter import InstanceFilter
 from app.web.filters import query_string
 
 
-def _segment(value: str) -> str:
+def path_segment(value: str) -> str:
+    """``value`` encoded as one path segment (slashes included)."""
     # External ids may hold "/", "?", "#", "%" or "|": encode everything but unreserved
     # characters; the router decodes the path again before matching `{external_id:path}`.
     return quote(value, safe="")
@@ -16,7 +17,7 @@ def _segment(value: str) -> str:
 
 def benchmark_url(name: str, flt: InstanceFilter | None = None, page: int | None = None) -> str:
     """Path (with query) of the benchmark page showing ``flt`` at ``page``."""
-    return f"/benchmarks/{_segment(name)}" + query_string(flt or InstanceFilter(), page=page)
+    return f"/benchmarks/{path_segment(name)}" + query_string(flt or InstanceFilter(), page=page)
 
 
 def instance_url(
@@ -26,11 +27,11 @@ def instance_url(
     page: int | None = None,
 ) -> str:
     """Path of an instance page; the filter and page travel along for previous/next and back."""
-    return f"/benchmarks/{_segment(name)}/instances/{_segment(external_id)}" + query_string(
+    return f"/benchmarks/{path_segment(name)}/instances/{path_segment(external_id)}" + query_string(
         flt or InstanceFilter(), page=page
     )
 
 
 def api_instances_url(name: str, flt: InstanceFilter | None = None) -> str:
     """Path of the JSON view of the same table."""
-    return f"/api/benchmarks/{_segment(name)}/instances" + query_string(flt or InstanceFilter())
+    return f"/api/benchmarks/{path_segment(name)}/instances" + query_string(flt or InstanceFilter())
