@@ -58,19 +58,21 @@ class RankPlan:
         # Positives and negatives each in ascending score order.
         self.pos_units = us[ys]
         self.neg_units = us[~ys]
-        # For each positive: how many negatives score strictly below it, and at or below it.
+        # Tied positives share everything but their weight: they are processed per distinct
+        # positive score ("level"), their weights summed first. Without ties a level is a
+        # positive and the summing is skipped.
+        starts = np.flatnonzero(np.r_[True, pos_scores[1:] != pos_scores[:-1]]) if ys.any() else []
+        self.level_starts: NDArray[np.intp] | None = (
+            np.asarray(starts, dtype=np.intp) if len(starts) < pos_scores.size else None
+        )
+        level_scores = pos_scores[np.asarray(starts, dtype=np.intp)]
+        # For each level: how many negatives score strictly below it, and at or below it.
         # Cumulated negative weights read at these offsets give "negatives below" and
         # "negatives tied", which is all the Mann-Whitney count with half-ties needs.
-        self.neg_lt = np.searchsorted(neg_scores, pos_scores, side="left")
-        neg_le = np.searchsorted(neg_scores, pos_scores, side="right")
+        self.neg_lt = np.searchsorted(neg_scores, level_scores, side="left")
+        neg_le = np.searchsorted(neg_scores, level_scores, side="right")
         self.neg_le: NDArray[np.intp] | None = (
             neg_le if bool((neg_le != self.neg_lt).any()) else None
-        )
-        # For each positive: the first positive of its tie block. Average precision evaluates
-        # precision at distinct thresholds, so tied positives share one cut.
-        pos_lt = np.searchsorted(pos_scores, pos_scores, side="left")
-        self.pos_lt: NDArray[np.intp] | None = (
-            pos_lt if bool((pos_lt != np.arange(pos_lt.size)).any()) else None
         )
 
     def _accumulator(self, weights: NDArray[np.number]) -> type[np.number]:
@@ -115,54 +117,59 @@ class RankPlan:
         w = weights.astype(acc, copy=False)
         c = w.shape[0]
         n_neg, n_pos = self.neg_units.size, self.pos_units.size
+        n_levels = self.neg_lt.size
 
         # Exclusive cumulative negative weight in ascending score order: column k holds the
-        # weight of the k lowest-scoring negatives.
-        # take() with out= buffers its output under the default mode="raise"; the plan's indices
-        # are in range, so "clip" changes nothing but lets take write straight into the buffer.
+        # weight of the k lowest-scoring negatives. (take() with out= buffers its output under
+        # the default mode="raise"; the plan's indices are in range, so "clip" changes nothing
+        # but lets take write straight into the buffer.)
         w_neg = np.take(w, self.neg_units, axis=1, out=ws.get("wneg", (c, n_neg), acc), mode="clip")
         cneg = ws.get("cneg", (c, n_neg + 1), acc)
         cneg[:, 0] = 0
         np.cumsum(w_neg, axis=1, out=cneg[:, 1:])
         neg_total = cneg[:, -1].copy()
-        neg_below = np.take(
-            cneg, self.neg_lt, axis=1, out=ws.get("nb", (c, n_pos), acc), mode="clip"
-        )
 
         w_pos = np.take(w, self.pos_units, axis=1, out=ws.get("wpos", (c, n_pos), acc), mode="clip")
+        if self.level_starts is None:
+            w_level = w_pos
+        else:
+            w_level = np.add.reduceat(
+                w_pos, self.level_starts, axis=1, out=ws.get("wlevel", (c, n_levels), acc)
+            )
+        neg_below = np.take(
+            cneg, self.neg_lt, axis=1, out=ws.get("nb", (c, n_levels), acc), mode="clip"
+        )
         if self.neg_le is None:
-            twice = 2.0 * np.einsum("ij,ij->i", w_pos, neg_below, dtype=np.float64)
+            twice = 2.0 * np.einsum("ij,ij->i", w_level, neg_below, dtype=np.float64)
         else:
             below_or_tied = np.take(
-                cneg, self.neg_le, axis=1, out=ws.get("nle", (c, n_pos), acc), mode="clip"
+                cneg, self.neg_le, axis=1, out=ws.get("nle", (c, n_levels), acc), mode="clip"
             )
             below_or_tied += neg_below
-            twice = np.einsum("ij,ij->i", w_pos, below_or_tied, dtype=np.float64)
+            twice = np.einsum("ij,ij->i", w_level, below_or_tied, dtype=np.float64)
 
-        cpos = ws.get("cpos", (c, n_pos + 1), acc)
+        # Exclusive cumulative positive weight over levels: the positives below each level.
+        cpos = ws.get("cpos", (c, n_levels + 1), acc)
         cpos[:, 0] = 0
-        np.cumsum(w_pos, axis=1, out=cpos[:, 1:])
+        np.cumsum(w_level, axis=1, out=cpos[:, 1:])
         pos_total = cpos[:, -1].copy()
         if not precision:
             return RankSums(pos_total, neg_total, twice, None)
 
-        if self.pos_lt is None:
-            pos_below = cpos[:, :-1]
-        else:
-            pos_below = np.take(
-                cpos, self.pos_lt, axis=1, out=ws.get("pb", (c, n_pos), acc), mode="clip"
-            )
-        # At the threshold of each positive's score: true positives are the positives at or
-        # above it, false positives the negatives at or above it.
-        true_pos = np.subtract(pos_total[:, None], pos_below, out=ws.get("tp", (c, n_pos), acc))
+        # At the threshold of each level's score: true positives are the positives at or
+        # above it, false positives the negatives at or above it. Average precision sums
+        # precision there, weighted by the positive weight the level adds to recall.
+        true_pos = np.subtract(
+            pos_total[:, None], cpos[:, :-1], out=ws.get("tp", (c, n_levels), acc)
+        )
         called = np.subtract(neg_total[:, None], neg_below, out=neg_below)
         called += true_pos
-        # `called` is 0 only where the positive itself has weight 0 (so does its term); the
+        # `called` is 0 only where the level itself has weight 0 (so does its term); the
         # floor avoids 0/0 without changing any other quotient.
         floor = 1 if acc is not np.float64 else np.finfo(np.float64).tiny
         np.maximum(called, floor, out=called)
-        ratio = np.divide(true_pos, called, out=ws.get("ratio", (c, n_pos), np.float64))
-        precision_sum = np.einsum("ij,ij->i", w_pos, ratio, dtype=np.float64)
+        ratio = np.divide(true_pos, called, out=ws.get("ratio", (c, n_levels), np.float64))
+        precision_sum = np.einsum("ij,ij->i", w_level, ratio, dtype=np.float64)
         return RankSums(pos_total, neg_total, twice, precision_sum)
 
 
