@@ -251,6 +251,9 @@ def test_percentile_interval_ignores_nan_and_reports_count() -> None:
         ({"resamples": -1}, "resamples must be >= 0"),
         ({"resamples": 2.5}, "resamples must be an integer"),
         ({"level": 1.0}, "level"),
+        ({"seed": -1}, "seed must be a non-negative integer"),
+        ({"seed": "7"}, "seed must be a non-negative integer"),
+        ({"seed": True}, "seed must be a non-negative integer"),
         ({"n_threads": 0}, "n_threads"),
         ({"chunk_size": 0}, "chunk_size"),
         ({"metrics": ["accuracy"], "threshold": float("inf")}, "threshold"),
@@ -277,3 +280,21 @@ def test_estimate_of_a_metric_not_computed_raises() -> None:
     result = group_bootstrap([0, 1], [0.2, 0.7], ["a", "b"], metrics=["auroc"], resamples=5)
     with pytest.raises(ValueError, match="was not computed"):
         result.estimate("brier")
+
+
+def test_group_keys_of_any_scalar_type_give_the_same_resamples() -> None:
+    y = np.array([0, 1, 1, 0, 1, 0, 0, 1])
+    p = np.array([0.1, 0.9, 0.4, 0.3, 0.8, 0.2, 0.6, 0.7])
+    as_ints = np.array([0, 0, 1, 1, 2, 2, 3, 3])
+    as_strings = np.array(["a", "a", "b", "b", "c", "c", "d", "d"])
+    mixed = np.array([0, 0, "b", "b", "c", "c", "d", "d"], dtype=object)
+    results = [
+        group_bootstrap(y, p, keys, metrics=["auroc"], resamples=60, seed=1)
+        for keys in (as_ints, as_strings, mixed)
+    ]
+    assert np.array_equal(results[0].replicates["auroc"], results[1].replicates["auroc"])
+    # Mixed types cannot be sorted together; they are ordered by type name, then value, so
+    # the coding is still deterministic (though not the same as the all-string coding).
+    again = group_bootstrap(y, p, mixed.copy(), metrics=["auroc"], resamples=60, seed=1)
+    assert np.array_equal(results[2].replicates["auroc"], again.replicates["auroc"])
+    assert results[2].n_groups == 4

@@ -112,6 +112,13 @@ def resample_count(resamples: int) -> int:
     return int(resamples)
 
 
+def seed_value(seed: int) -> int:
+    """Return a non-negative integer seed, or raise ValueError."""
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
 def confidence_level(level: float) -> float:
     """Return an interval level strictly between 0 and 1, or raise ValueError."""
     if not 0.0 < float(level) < 1.0:

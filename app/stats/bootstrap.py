@@ -59,8 +59,6 @@ HIGHER_IS_BETTER: dict[str, bool] = {
 _CHUNK_ELEMENTS = 1 << 20
 _MAX_THREADS = 8
 
-Seed = int | np.random.SeedSequence
-
 
 @dataclass(frozen=True)
 class Estimate:
@@ -131,11 +129,11 @@ def percentile_interval(
     return float(low), float(high), int(values.size)
 
 
-def _resample_seeds(seed: Seed, resamples: int) -> list[np.random.SeedSequence]:
+def _resample_seeds(seed: int, resamples: int) -> list[np.random.SeedSequence]:
     # One independent stream per resample: resample b is the same whatever the chunk size or
-    # the number of threads, so results are reproducible from (seed, groups) alone.
-    root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    return root.spawn(resamples)
+    # the number of threads, so results are reproducible from (seed, groups) alone. A fresh
+    # root each call: spawn() advances a SeedSequence, so a shared one would not reproduce.
+    return np.random.SeedSequence(_validate.seed_value(seed)).spawn(resamples)
 
 
 def _fill_multiplicities(
@@ -146,7 +144,7 @@ def _fill_multiplicities(
         row[:] = np.bincount(drawn, minlength=n_groups)
 
 
-def group_multiplicities(n_groups: int, resamples: int, seed: Seed = 0) -> NDArray[np.int32]:
+def group_multiplicities(n_groups: int, resamples: int, seed: int = 0) -> NDArray[np.int32]:
     """How many times each group is drawn in each resample.
 
     Parameters
@@ -155,8 +153,8 @@ def group_multiplicities(n_groups: int, resamples: int, seed: Seed = 0) -> NDArr
         Number of groups; each resample draws this many, uniformly with replacement.
     resamples : int
         Number of resamples B.
-    seed : int or numpy.random.SeedSequence
-        Root seed; resample b uses the b-th child stream of ``SeedSequence(seed)``.
+    seed : int
+        Non-negative root seed; resample b uses the b-th child stream of ``SeedSequence(seed)``.
 
     Returns
     -------
@@ -185,7 +183,7 @@ class BootstrapResult:
     replicates : dict of str to ndarray of float64, shape (k, B)
         Metric on each resample; NaN where undefined in that resample.
     level : float
-    seed : int or SeedSequence
+    seed : int
     n_groups : int
 
     """
@@ -194,7 +192,7 @@ class BootstrapResult:
     point: dict[str, NDArray[np.float64]]
     replicates: dict[str, NDArray[np.float64]]
     level: float
-    seed: Seed
+    seed: int
     n_groups: int
 
     @property
@@ -339,7 +337,7 @@ def _thread_count(n_threads: int | None) -> int:
 
 def _for_each_chunk(
     consume: Callable[[int, int, NDArray[np.int32]], None],
-    seed: Seed,
+    seed: int,
     resamples: int,
     n_units: int,
     width: int,
@@ -384,7 +382,7 @@ def group_bootstrap(
     choice: ArrayLike | None = None,
     threshold: float = 0.5,
     resamples: int = 2000,
-    seed: Seed = 0,
+    seed: int = 0,
     level: float = 0.95,
     n_threads: int | None = None,
     chunk_size: int | None = None,
@@ -409,7 +407,7 @@ def group_bootstrap(
         Decision threshold for ``"accuracy"`` (positive when ``p >= threshold``).
     resamples : int
         Number of resamples B (0 gives point values only).
-    seed : int or numpy.random.SeedSequence
+    seed : int
         Root seed; the same seed and data give identical resamples and intervals.
     level : float
         Interval coverage.
@@ -417,7 +415,7 @@ def group_bootstrap(
         Worker threads (numpy releases the GIL in the kernels); default: available cores, at
         most 8. Results do not depend on it.
     chunk_size : int, optional
-        Resamples evaluated together; default bounds each working array to about 2M elements.
+        Resamples evaluated together; default bounds each working array to about 1M elements.
         Results do not depend on it.
 
     Returns
@@ -454,6 +452,7 @@ def group_bootstrap(
         strata = _validate.keys(choice, n, "choice")
     units, n_units = _validate.keys(groups, n, "groups")
     resamples = _validate.resample_count(resamples)
+    seed = _validate.seed_value(seed)
     level = _validate.confidence_level(level)
     if not math.isfinite(float(threshold)):
         raise ValueError(f"threshold must be finite, got {threshold!r}")
@@ -480,7 +479,7 @@ def bootstrap_mean(
     groups: ArrayLike,
     *,
     resamples: int = 2000,
-    seed: Seed = 0,
+    seed: int = 0,
     level: float = 0.95,
     n_threads: int | None = None,
 ) -> Estimate:
@@ -494,7 +493,7 @@ def bootstrap_mean(
         Group key of each item; the resampling unit.
     resamples : int
         Number of resamples B.
-    seed : int or numpy.random.SeedSequence
+    seed : int
         Root seed; the resamples equal those of ``group_bootstrap`` with the same seed/groups.
     level : float
         Interval coverage.
@@ -509,6 +508,7 @@ def bootstrap_mean(
     x = _validate.scores(values, name="values")
     units, n_units = _validate.keys(groups, x.size, "groups", reference="values")
     resamples = _validate.resample_count(resamples)
+    seed = _validate.seed_value(seed)
     level = _validate.confidence_level(level)
     sums = _kernels.unit_totals(x[:, None], units, n_units)
     sizes = np.bincount(units, minlength=n_units).astype(np.int64)

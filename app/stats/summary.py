@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from app.stats import _validate
-from app.stats.bootstrap import HIGHER_IS_BETTER, Seed, group_bootstrap
+from app.stats.bootstrap import HIGHER_IS_BETTER, group_bootstrap
 
 __all__ = ["SUMMARY_METRICS", "paired_difference", "summarise"]
 
@@ -32,7 +32,7 @@ def summarise(
     groups: ArrayLike,
     choice: ArrayLike | None = None,
     resamples: int = 2000,
-    seed: Seed = 0,
+    seed: int = 0,
     level: float = 0.95,
 ) -> dict[str, Any]:
     """A detector's metrics with group-bootstrap percentile intervals.
@@ -50,7 +50,7 @@ def summarise(
         is ``None``.
     resamples : int
         Bootstrap resamples (0: point values only, intervals ``None``).
-    seed : int or numpy.random.SeedSequence
+    seed : int
         Root seed of the resamples.
     level : float
         Interval coverage.
@@ -113,7 +113,7 @@ def paired_difference(
     choice: ArrayLike | None = None,
     threshold: float = 0.5,
     resamples: int = 2000,
-    seed: Seed = 0,
+    seed: int = 0,
     level: float = 0.95,
 ) -> dict[str, Any]:
     """Difference ``metric(p1) - metric(p2)`` with an interval from shared resamples.
@@ -137,7 +137,7 @@ def paired_difference(
         Decision threshold for ``"accuracy"``.
     resamples : int
         Bootstrap resamples.
-    seed : int or numpy.random.SeedSequence
+    seed : int
         Root seed.
     level : float
         Interval coverage.
