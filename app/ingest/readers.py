@@ -12,7 +12,7 @@ import csv
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +35,7 @@ _MISSING = object()
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Row:
     """One input record: where it came from and its fields."""
 
@@ -105,7 +105,7 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
     """The SHA-256 of a file's bytes, read in blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
+        for block in iter(lambda: fh.read(1 << 16), b""):
             digest.update(block)
     return digest.hexdigest()
 
@@ -150,11 +150,13 @@ def open_table(
     if fmt == "parquet":
         yield _open_parquet(path, name, required)
         return
+    if fmt == "csv":
+        # Strict decoding at C speed; an undecodable byte is then located by a slow re-read.
+        with open(path, encoding="utf-8-sig", newline="") as text:
+            yield _open_csv(text, path, name, required)
+        return
     with open(path, "rb") as fh:
-        if fmt == "csv":
-            yield _open_csv(fh, name, required)
-        else:
-            yield Table(name, "jsonl", None, lambda _only: _jsonl_rows(fh, name, required))
+        yield Table(name, "jsonl", None, lambda _only: _jsonl_rows(fh, name, required))
 
 
 def _decoded_lines(
@@ -186,22 +188,18 @@ def _has_escaped_bytes(text: str) -> bool:
     return any("\udc80" <= ch <= "\udcff" for ch in text)
 
 
-def _open_csv(fh: IO[bytes], name: str, required: Sequence[str]) -> Table:
+def _open_csv(
+    fh: IO[str], path: str | os.PathLike[str], name: str, required: Sequence[str]
+) -> Table:
     csv.field_size_limit(CSV_FIELD_LIMIT)
-    bad: list[tuple[int, UnicodeDecodeError]] = []
-    numbered = _decoded_lines(fh, bad)
-    state = {"line": 0}
-
-    def lines() -> Iterator[str]:
-        for number, text in numbered:
-            state["line"] = number
-            yield text
-
-    reader = csv.reader(lines())
-    header = _next_csv_record(reader, name, state, bad, None)
-    if header is None:
+    records = _csv_records(csv.reader(fh), name)
+    try:
+        first = next(records, None)
+    except UnicodeDecodeError:
+        raise _csv_utf8_error(path, name) from None
+    if first is None:
         raise InvalidInput("empty file: no header and no records", file=name, line=1, field=RECORD)
-    _, header = header
+    header = first[1]
     seen: set[str] = set()
     for column in header:
         if column in seen:
@@ -210,61 +208,79 @@ def _open_csv(fh: IO[bytes], name: str, required: Sequence[str]) -> Table:
     for column in required:
         if column not in seen:
             raise InvalidInput("missing column", file=name, line=1, field=column)
-    return Table(name, "csv", header, lambda _only: _csv_rows(reader, name, state, bad, header))
+    return Table(name, "csv", header, lambda _only: _csv_rows(records, path, name, header))
 
 
-def _next_csv_record(
-    reader: Iterable[list[str]],
-    name: str,
-    state: dict[str, int],
-    bad: list[tuple[int, UnicodeDecodeError]],
-    header: list[str] | None,
-) -> tuple[int, list[str]] | None:
-    """The next non-blank record and the line it starts on, or None at the end."""
-    iterator = iter(reader)
+def _csv_records(reader: Any, name: str) -> Iterator[tuple[int, list[str]]]:
+    """Non-blank records and the physical line each starts on."""
+    start = 1
     while True:
-        start = state["line"] + 1
         try:
-            values = next(iterator)
+            values = next(reader)
         except StopIteration:
-            return None
+            return
         except csv.Error as exc:
             raise InvalidInput(
                 f"malformed CSV: {exc}", file=name, line=start, field=RECORD
             ) from exc
-        if bad:
-            line, exc = bad[0]
-            names = header or [f"column {i + 1}" for i in range(len(values))]
-            field = next(
-                (n for n, v in zip(names, values, strict=False) if _has_escaped_bytes(v)),
-                "header" if header is None else RECORD,
-            )
-            raise _utf8_error(name, line, field, exc)
         if values:
-            return start, values
+            yield start, values
+        start = reader.line_num + 1
 
 
 def _csv_rows(
-    reader: Iterable[list[str]],
+    records: Iterator[tuple[int, list[str]]],
+    path: str | os.PathLike[str],
     name: str,
-    state: dict[str, int],
-    bad: list[tuple[int, UnicodeDecodeError]],
     header: list[str],
 ) -> Iterator[Row]:
     index = 0
-    while (record := _next_csv_record(reader, name, state, bad, header)) is not None:
-        line, values = record
-        if len(values) != len(header):
-            raise InvalidInput(
-                f"expected {len(header)} fields, got {len(values)}",
-                file=name,
-                line=line,
-                field=RECORD,
-            )
-        index += 1
-        yield Row(name, line, index, dict(zip(header, values, strict=True)))
+    width = len(header)
+    try:
+        for line, values in records:
+            if len(values) != width:
+                raise InvalidInput(
+                    f"expected {width} fields, got {len(values)}",
+                    file=name,
+                    line=line,
+                    field=RECORD,
+                )
+            index += 1
+            yield Row(name, line, index, dict(zip(header, values, strict=True)))
+    except UnicodeDecodeError:
+        raise _csv_utf8_error(path, name) from None
     if index == 0:
         raise InvalidInput("empty file: no records", file=name, line=1, field=RECORD)
+
+
+def _csv_utf8_error(path: str | os.PathLike[str], name: str) -> InvalidInput:
+    """Where the first undecodable byte is: its line and column (a slow path, run on error)."""
+    bad: list[tuple[int, UnicodeDecodeError]] = []
+    with open(path, "rb") as fh:
+        lines = (text for _, text in _decoded_lines(fh, bad))
+        header: list[str] | None = None
+        try:
+            for values in csv.reader(lines):
+                if bad:
+                    line, exc = bad[0]
+                    if header is None:
+                        return _utf8_error(name, line, "header", exc)
+                    columns = [
+                        *header,
+                        *(f"column {i + 1}" for i in range(len(header), len(values))),
+                    ]
+                    field = next(
+                        (c for c, v in zip(columns, values, strict=False) if _has_escaped_bytes(v)),
+                        RECORD,
+                    )
+                    return _utf8_error(name, line, field, exc)
+                if header is None and values:
+                    header = values
+        except csv.Error:
+            pass
+    if bad:
+        return _utf8_error(name, bad[0][0], RECORD, bad[0][1])
+    return InvalidInput("invalid UTF-8", file=name, field=RECORD)
 
 
 def _escaped_path(value: Any, path: str = "") -> str | None:
@@ -292,12 +308,12 @@ def _jsonl_rows(fh: IO[bytes], name: str, required: Sequence[str]) -> Iterator[R
         if not text.strip():
             continue
         try:
-            data = json.loads(text)
+            data = json.loads(text.rstrip("\r\n"))
         except json.JSONDecodeError as exc:
             if bad:
                 raise _utf8_error(name, number, RECORD, bad[0][1]) from exc
             raise InvalidInput(
-                f"malformed JSON: {exc.msg} (column {exc.colno})",
+                f"malformed JSON: {exc.msg} (column {exc.pos + 1})",
                 file=name,
                 line=number,
                 field=RECORD,

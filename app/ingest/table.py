@@ -96,31 +96,56 @@ def _check_spec(spec: TableSpec, file: str) -> None:
             raise InvalidInput(str(exc), file=file, field=f"label {name}") from None
 
 
-def _row_record(
-    row: Row, spec: TableSpec, stem: str, detectors: Mapping[str, int], used: set[str]
-) -> Record:
-    external_id = (
-        row.convert(spec.id_column, identifier) if spec.id_column else f"{stem}:{row.index}"
-    )
-    group_key = row.convert(spec.group, identifier) if spec.group else external_id
-    payload: dict[str, Any] = dict(spec.constants)
-    for name, column in spec.mapping.items():
-        payload[name] = json_value(row.require(column))
-    if spec.extra_columns:
-        for column, value in row.data.items():
-            if column not in used and column not in payload:
-                payload[column] = json_value(value)
-    labels: dict[str, str] = {}
-    for name, column in spec.labels.items():
-        value = row.convert(column, lambda raw, name=name: label_value(name, raw))
-        if value is not None:
-            labels[name] = value
-    scores: list[ScoreIn] = []
-    for detector, column in spec.scores.items():
-        score = row.convert(column, score_value)
-        if score is not None:
-            scores.append(ScoreIn(detectors[detector], score, {}, field=column))
-    return Record(row.line, external_id, group_key, payload, labels, scores)
+class _RowMapper:
+    """Turns rows into records for one resolved spec (lookups prepared once, not per row)."""
+
+    def __init__(self, spec: TableSpec, stem: str, detectors: Mapping[str, int]) -> None:
+        self.spec = spec
+        self.stem = stem
+        self.payload = list(spec.mapping.items())
+        self.labels = list(spec.labels.items())
+        self.scores = [(detectors[name], column) for name, column in spec.scores.items()]
+        self.used = spec.used_columns()
+
+    def __call__(self, row: Row) -> Record:
+        spec, data = self.spec, row.data
+        try:
+            external_id = (
+                identifier(data[spec.id_column]) if spec.id_column else f"{self.stem}:{row.index}"
+            )
+            group_key = identifier(data[spec.group]) if spec.group else external_id
+            payload: dict[str, Any] = dict(spec.constants)
+            for name, column in self.payload:
+                payload[name] = json_value(data[column])
+            labels: dict[str, str] = {}
+            for name, column in self.labels:
+                if (value := label_value(name, data[column])) is not None:
+                    labels[name] = value
+            scores: list[ScoreIn] = []
+            for detector_id, column in self.scores:
+                if (score := score_value(data[column])) is not None:
+                    scores.append(ScoreIn(detector_id, score, {}, field=column))
+        except (KeyError, ValueError):
+            # Redo the row slowly to say which field failed and why.
+            self._locate_error(row)
+            raise
+        if spec.extra_columns:
+            for column, value in data.items():
+                if column not in self.used and column not in payload:
+                    payload[column] = json_value(value)
+        return Record(row.line, external_id, group_key, payload, labels, scores)
+
+    def _locate_error(self, row: Row) -> None:
+        spec = self.spec
+        for column in (spec.id_column, spec.group):
+            if column:
+                row.convert(column, identifier)
+        for column in spec.mapping.values():
+            row.require(column)
+        for name, column in self.labels:
+            row.convert(column, lambda raw, name=name: label_value(name, raw))
+        for _, column in self.scores:
+            row.convert(column, score_value)
 
 
 def import_spec(
@@ -159,12 +184,9 @@ def import_spec(
             payload=dict(resolved.mapping),
             labels=dict(resolved.labels),
         )
-        used = resolved.used_columns()
         only = None if resolved.extra_columns else resolved.explicit_columns()
-        stem = Path(path).stem
-        records: Iterator[Record] = (
-            _row_record(row, resolved, stem, detectors, used) for row in table.rows(only)
-        )
+        mapper = _RowMapper(resolved, Path(path).stem, detectors)
+        records: Iterator[Record] = (mapper(row) for row in table.rows(only))
         counts = write_records(session, target, table.name, records, fields, chunk_size=chunk_size)
     record_import(session, target, importer, path, counts)
     summary.add(counts)

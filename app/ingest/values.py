@@ -46,6 +46,8 @@ def identifier(value: Any) -> str:
         For empty, over-long or non-scalar values.
 
     """
+    if type(value) is str and 0 < len(value) <= MAX_ID_LENGTH and not value.isspace():
+        return value  # the common case, first
     if isinstance(value, bool) or value is None:
         raise ValueError(f"expected a string or an integer, got {value!r}")
     if isinstance(value, int):
@@ -77,6 +79,9 @@ def label_value(name: str, value: Any) -> str | None:
         For a value outside the label set's vocabulary or an over-long one.
 
     """
+    allowed = LABEL_VALUES.get(name)
+    if type(value) is str and allowed is not None and value in allowed:
+        return value  # the common case, first
     if value is None:
         return None
     if isinstance(value, bool):
@@ -89,7 +94,6 @@ def label_value(name: str, value: Any) -> str | None:
             return None
     else:
         raise ValueError(f"expected a string or a number, got {type(value).__name__}")
-    allowed = LABEL_VALUES.get(name)
     if allowed is not None and text not in allowed:
         # "1.0" is how a float column writes the label 1.
         with contextlib.suppress(ValueError):
@@ -110,6 +114,8 @@ def score_value(value: Any) -> float | None:
         For text that is not a number, booleans, NaN and infinities.
 
     """
+    if type(value) is float and math.isfinite(value):
+        return value
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, bool):

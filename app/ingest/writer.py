@@ -1,6 +1,6 @@
 """The one write path of every importer: chunked bulk inserts with idempotence and conflict checks.
 
-Records are buffered and written a chunk at a time with Core ``INSERT`` executemany (no ORM object
+Records are buffered and written a chunk at a time in bulk (:mod:`app.ingest.bulk`; no ORM object
 per row). Each chunk first looks up what the store already holds: identical rows are skipped
 (idempotent re-import), differing ones raise :class:`~app.errors.Conflict`, and an id met twice in
 one file raises :class:`~app.errors.InvalidInput`. Nothing is committed here.
@@ -15,12 +15,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.errors import Conflict, InvalidInput
+from app.ingest.bulk import bulk_insert, one_of
 from app.ingest.readers import file_sha256
-from app.ingest.records import ImportCounts, JudgmentIn, Record, ScoreIn, SourceFields
+from app.ingest.records import ImportCounts, Record, SourceFields
 from app.ingest.values import MAX_ID_LENGTH, find_nul
 from app.tables import Benchmark, ImportRecord, Instance, Judgment, LabelEvent, Score, utcnow
 
@@ -161,25 +162,17 @@ class RecordWriter:
                     Instance.id, Instance.external_id, Instance.group_key, Instance.payload
                 ).where(
                     Instance.benchmark_id == self.benchmark_id,
-                    Instance.external_id.in_(list(first_line)),
+                    one_of(self.session, Instance.external_id, list(first_line)),
                 )
             )
         }
         ids: dict[str, int] = {}
         preexisting: set[int] = set()
-        new: list[dict[str, Any]] = []
+        new: list[tuple[str, str, dict[str, Any]]] = []
         for record in records:
             found = stored.get(record.external_id)
             if found is None:
-                new.append(
-                    {
-                        "benchmark_id": self.benchmark_id,
-                        "external_id": record.external_id,
-                        "group_key": record.group_key,
-                        "payload": record.payload,
-                        "created_at": self._now,
-                    }
-                )
+                new.append((record.external_id, record.group_key, record.payload))
                 continue
             iid, group, payload = found
             if iid > self._watermark:
@@ -189,10 +182,19 @@ class RecordWriter:
             preexisting.add(iid)
         self.counts.instances_skipped += len(preexisting)
         if new:
-            result = self.session.execute(
-                insert(_instances).returning(_instances.c.id, _instances.c.external_id), new
+            bulk_insert(
+                self.session,
+                _instances,
+                ("external_id", "group_key", "payload"),
+                new,
+                {"benchmark_id": self.benchmark_id, "created_at": self._now},
             )
-            ids.update({ext: iid for iid, ext in result})
+            # Read the new ids back by external id: COPY and executemany return nothing.
+            q = select(Instance.id, Instance.external_id).where(
+                Instance.benchmark_id == self.benchmark_id,
+                one_of(self.session, Instance.external_id, [row[0] for row in new]),
+            )
+            ids.update({ext: iid for iid, ext in self.session.execute(q)})
             self.counts.instances_added += len(new)
         return ids, preexisting
 
@@ -243,7 +245,7 @@ class RecordWriter:
             q = (
                 select(LabelEvent.instance_id, LabelEvent.label_name, LabelEvent.value)
                 .where(
-                    LabelEvent.instance_id.in_(old_ids),
+                    one_of(self.session, LabelEvent.instance_id, old_ids),
                     LabelEvent.source == IMPORT_SOURCE,
                     LabelEvent.label_name.in_(sorted({name for _, name, _, _ in wanted})),
                 )
@@ -254,18 +256,7 @@ class RecordWriter:
         for iid, name, value, record in wanted:
             old = stored.get((iid, name), _MISSING)
             if old is _MISSING:
-                rows.append(
-                    {
-                        "instance_id": iid,
-                        "label_name": name,
-                        "value": value,
-                        "source": IMPORT_SOURCE,
-                        "author": "",
-                        "reason": f"imported from {Path(self.file).name}",
-                        "tags": [],
-                        "created_at": self._now,
-                    }
-                )
+                rows.append((iid, name, value))
             elif old == value:
                 self.counts.labels_skipped += 1
             else:
@@ -277,8 +268,15 @@ class RecordWriter:
                     f"the file says {_show(value)}",
                 )
         if rows:
-            self.session.execute(insert(_labels), rows)
-            self.counts.labels_added += len(rows)
+            constants = {
+                "source": IMPORT_SOURCE,
+                "author": "",
+                "reason": f"imported from {Path(self.file).name}",
+                "tags": [],
+                "created_at": self._now,
+            }
+            columns = ("instance_id", "label_name", "value")
+            self.counts.labels_added += bulk_insert(self.session, _labels, columns, rows, constants)
 
     def _write_scores(
         self, records: list[Record], ids: dict[str, int], preexisting: set[int]
@@ -290,7 +288,7 @@ class RecordWriter:
         old_ids = [iid for iid, _, _ in wanted if iid in preexisting]
         if old_ids:
             q = select(Score.detector_id, Score.instance_id, Score.score, Score.details).where(
-                Score.instance_id.in_(old_ids),
+                one_of(self.session, Score.instance_id, old_ids),
                 Score.detector_id.in_(sorted({s.detector_id for _, s, _ in wanted})),
             )
             stored = {(d, i): (v, det) for d, i, v, det in self.session.execute(q)}
@@ -298,32 +296,28 @@ class RecordWriter:
         for iid, score, record in wanted:
             old = stored.get((score.detector_id, iid))
             if old is None:
-                rows.append(self._score_row(iid, score))
+                rows.append((score.detector_id, iid, score.score, score.details))
             elif math.isclose(old[0], score.score, rel_tol=1e-9, abs_tol=1e-12) and not _differs(
                 old[1], score.details
             ):
                 self.counts.scores_skipped += 1
             else:
+                said = f"score {old[0]!r}, the file gives {score.score!r}"
+                if _differs(old[1], score.details):
+                    said = (
+                        f"score {old[0]!r} (details {_show(old[1])}), the file gives "
+                        f"{score.score!r} (details {_show(score.details)})"
+                    )
                 raise conflict(
                     self.file,
                     record.line,
                     score.field,
-                    f"{record.external_id!r} already has score {old[0]!r} "
-                    f"(details {_show(old[1])}), the file gives {score.score!r} "
-                    f"(details {_show(score.details)})",
+                    f"{record.external_id!r} already has {said}",
                 )
         if rows:
-            self.session.execute(insert(_scores), rows)
-            self.counts.scores_added += len(rows)
-
-    def _score_row(self, instance_id: int, score: ScoreIn) -> dict[str, Any]:
-        return {
-            "detector_id": score.detector_id,
-            "instance_id": instance_id,
-            "score": score.score,
-            "details": score.details,
-            "created_at": self._now,
-        }
+            columns = ("detector_id", "instance_id", "score", "details")
+            constants = {"created_at": self._now}
+            self.counts.scores_added += bulk_insert(self.session, _scores, columns, rows, constants)
 
     def _write_judgments(
         self, records: list[Record], ids: dict[str, int], preexisting: set[int]
@@ -343,7 +337,7 @@ class RecordWriter:
                 Judgment.confidence,
                 Judgment.details,
             ).where(
-                Judgment.instance_id.in_(old_ids),
+                one_of(self.session, Judgment.instance_id, old_ids),
                 Judgment.detector_id.in_(sorted({j.detector_id for _, j, _ in wanted})),
             )
             stored = {
@@ -354,7 +348,17 @@ class RecordWriter:
         for iid, judgment, record in wanted:
             old = stored.get((judgment.detector_id, iid, judgment.order))
             if old is None:
-                rows.append(self._judgment_row(iid, judgment))
+                rows.append(
+                    (
+                        iid,
+                        judgment.detector_id,
+                        judgment.order,
+                        judgment.raw_output,
+                        judgment.choice,
+                        judgment.confidence,
+                        judgment.details,
+                    )
+                )
                 continue
             new = {
                 "choice": judgment.choice,
@@ -374,25 +378,19 @@ class RecordWriter:
                 f"{key} {_show(old[key])}, the file says {_show(new[key])}",
             )
         if rows:
-            self.session.execute(insert(_judgments), rows)
-            self.counts.judgments_added += len(rows)
-
-    def _judgment_row(self, instance_id: int, judgment: JudgmentIn) -> dict[str, Any]:
-        return {
-            "instance_id": instance_id,
-            "detector_id": judgment.detector_id,
-            "order": judgment.order,
-            "raw_output": judgment.raw_output,
-            "choice": judgment.choice,
-            "confidence": judgment.confidence,
-            "verdict_logits": None,
-            "mode": "imported",
-            "prompt_tokens": None,
-            "output_tokens": None,
-            "activation_ref": None,
-            "details": judgment.details,
-            "created_at": self._now,
-        }
+            columns = (
+                "instance_id",
+                "detector_id",
+                "order",
+                "raw_output",
+                "choice",
+                "confidence",
+                "details",
+            )
+            constants = {"mode": "imported", "created_at": self._now}
+            self.counts.judgments_added += bulk_insert(
+                self.session, _judgments, columns, rows, constants
+            )
 
 
 def write_records(

@@ -1,0 +1,117 @@
+"""Fast set-based writes and lookups: Core INSERT executemany on SQLite, COPY on PostgreSQL.
+
+SQLAlchemy's per-row parameter handling costs more than the database on large imports, so rows
+are converted once with the column types' own bind processors (the stored form is exactly what
+the ORM would write) and handed to the driver in bulk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
+from typing import Any
+
+from sqlalchemy import ColumnElement, Table, any_, bindparam, insert
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.orm import Session
+
+
+def is_postgresql(session: Session) -> bool:
+    """Whether the session talks to PostgreSQL (COPY and array parameters are available)."""
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def one_of(session: Session, column: ColumnElement[Any], values: Sequence[Any]) -> Any:
+    """``column IN values``; one array parameter on PostgreSQL.
+
+    psycopg parses every statement text it has not cached, and texts with thousands of
+    placeholders are never cached: ``= ANY(:array)`` keeps the statement short and constant.
+    """
+    if is_postgresql(session):
+        return column == any_(bindparam(None, list(values), type_=ARRAY(column.type)))
+    return column.in_(list(values))
+
+
+def bulk_insert(
+    session: Session,
+    table: Table,
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    constants: Mapping[str, Any] | None = None,
+) -> int:
+    """Insert ``rows`` (tuples in ``columns`` order) plus ``constants`` in every row.
+
+    Parameters
+    ----------
+    session
+        The caller's session: the rows join its transaction, nothing is committed.
+    table
+        The Core table.
+    columns
+        Names of the columns that vary per row, in tuple order.
+    rows
+        One tuple of Python values per row.
+    constants
+        Column values shared by every row (converted once).
+
+    Returns
+    -------
+    int
+        The number of rows written.
+
+    """
+    conn = session.connection()
+    dialect = conn.dialect
+    constants = dict(constants or {})
+    names = [*columns, *constants]
+
+    def processor(name: str) -> Any:
+        column_type = table.c[name].type
+        return column_type.dialect_impl(dialect).bind_processor(dialect)
+
+    convert = [(i, p) for i, name in enumerate(columns) if (p := processor(name)) is not None]
+    fixed = tuple(
+        value if (p := processor(name)) is None or value is None else p(value)
+        for name, value in constants.items()
+    )
+    copy = dialect.name == "postgresql" and dialect.driver == "psycopg"
+    if copy:
+        quote = dialect.identifier_preparer
+        sql = (
+            f"COPY {quote.format_table(table)} ({', '.join(quote.quote(n) for n in names)}) "
+            "FROM STDIN"
+        )
+        order = list(range(len(names)))
+    else:
+        compiled = insert(table).compile(dialect=dialect, column_keys=names)
+        sql = str(compiled)
+        keys = compiled.positiontup or names
+        order = [names.index(key) for key in keys]
+    # One C-level call puts each row's values into the statement's column order.
+    arrange = itemgetter(*order) if order != list(range(len(names))) else tuple
+
+    def converted(row: Sequence[Any]) -> tuple[Any, ...]:
+        if convert:
+            row = list(row)
+            for i, process in convert:
+                if row[i] is not None:
+                    row[i] = process(row[i])
+        return arrange((*row, *fixed))
+
+    if copy:
+        count = 0
+        cursor = conn.connection.cursor()
+        try:
+            with cursor.copy(sql) as stream:
+                for row in rows:
+                    stream.write_row(converted(row))
+                    count += 1
+        finally:
+            cursor.close()
+        return count
+    batch = [converted(row) for row in rows]
+    if batch:
+        if compiled.positiontup is None:
+            batch = [dict(zip(names, values, strict=True)) for values in batch]
+        conn.exec_driver_sql(sql, batch)
+    return len(batch)
