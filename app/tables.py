@@ -240,3 +240,48 @@ class Job(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class LanguageModel(Base):
+    """A registered language model: where its weights are and how to load and prompt it."""
+
+    __tablename__ = "language_models"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    # A local directory (safetensors + tokenizer) or a repo id resolved in the local HF cache.
+    path: Mapped[str] = mapped_column(String(1000))
+    # Content fingerprint of the weights (or the HF revision): activations name the model by it.
+    fingerprint: Mapped[str] = mapped_column(String(128))
+    dtype: Mapped[str] = mapped_column(String(20), default="auto")
+    chat_template: Mapped[str | None] = mapped_column(Text)
+    n_layers: Mapped[int | None] = mapped_column(Integer)
+    d_model: Mapped[int | None] = mapped_column(Integer)
+    details: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ActivationSet(Base):
+    """Residual activations in a file, [n_items, n_layers, d_model], and how they were read."""
+
+    __tablename__ = "activation_sets"
+    __table_args__ = (Index(None, "benchmark_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(300), unique=True)
+    benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id", ondelete="CASCADE"))
+    model_id: Mapped[int | None] = mapped_column(
+        ForeignKey("language_models.id", ondelete="SET NULL")
+    )
+    model_fingerprint: Mapped[str] = mapped_column(String(128))
+    # Relative to the data directory, so a store can move with its files.
+    path: Mapped[str] = mapped_column(String(1000))
+    # HF hidden_states indices (0 = embeddings, k + 1 = output of block k).
+    layers: Mapped[list[Any]] = mapped_column(JsonType)
+    position_rule: Mapped[str] = mapped_column(String(200))
+    dtype: Mapped[str] = mapped_column(String(20))
+    d_model: Mapped[int] = mapped_column(Integer)
+    # Row i of the arrays belongs to instance_ids[i].
+    instance_ids: Mapped[list[Any]] = mapped_column(JsonType, default=list)
+    details: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
