@@ -52,7 +52,8 @@ def recompute_flips(
 
     A judge counts when it has at least one AB and one BA judgment on the benchmark. Label events
     are appended only where the derived value changes; a pair that stopped being retained (an
-    order became invalid or disappeared) gets a null-valued retraction event.
+    order became invalid or disappeared, even every judgment of the judge) gets a null-valued
+    retraction event.
 
     Parameters
     ----------
@@ -78,14 +79,20 @@ def recompute_flips(
     for detector_id, instance_id, order, choice in session.execute(q):
         choices[detector_id][instance_id][order] = choice
 
-    q_names = select(Detector.id, Detector.name).where(Detector.id.in_(list(choices)))
+    if detector_ids is None:
+        # Judges whose judgments are all gone still have labels that must be retracted.
+        wanted = set(choices) | _judges_with_flip_labels(session, benchmark_id)
+    else:
+        wanted = set(detector_ids)
+    q_names = select(Detector.id, Detector.name).where(Detector.id.in_(sorted(wanted)))
     names = {detector_id: name for detector_id, name in session.execute(q_names)}
     judges = retained = flips = events = 0
-    for detector_id, by_instance in choices.items():
+    for detector_id in sorted(names):
+        by_instance = choices.get(detector_id, {})
         orders = {o for per in by_instance.values() for o in per}
-        if orders != {Order.AB.value, Order.BA.value}:
-            continue
-        judges += 1
+        # A judge without both orders derives nothing: every value is None, which appends only
+        # retractions of labels derived earlier.
+        judges += orders == {Order.AB.value, Order.BA.value}
         label = flip_label_name(names[detector_id])
         values: dict[int, str | None] = {}
         reasons: dict[int, str] = {}
@@ -93,7 +100,6 @@ def recompute_flips(
             ab, ba = per.get(Order.AB.value), per.get(Order.BA.value)
             values[instance_id] = flip_value(ab, ba)
             reasons[instance_id] = f"AB chose {ab or 'nothing'}, BA chose {ba or 'nothing'}"
-        # Pairs labelled earlier whose judgments are gone must be retracted too.
         for instance_id in _labelled_instances(session, benchmark_id, label):
             if instance_id not in values:
                 values[instance_id] = None
@@ -119,3 +125,17 @@ def _labelled_instances(session: Session, benchmark_id: int, label_name: str) ->
         )
     )
     return list(session.scalars(q))
+
+
+def _judges_with_flip_labels(session: Session, benchmark_id: int) -> set[int]:
+    """Detectors named by a ``flip:*`` label set on the benchmark."""
+    q = (
+        select(LabelEvent.label_name)
+        .join(Instance, Instance.id == LabelEvent.instance_id)
+        .where(Instance.benchmark_id == benchmark_id, LabelEvent.label_name.startswith(FLIP_PREFIX))
+        .distinct()
+    )
+    names = [name.removeprefix(FLIP_PREFIX) for name in session.scalars(q)]
+    if not names:
+        return set()
+    return set(session.scalars(select(Detector.id).where(Detector.name.in_(names))))
