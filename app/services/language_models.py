@@ -1,0 +1,91 @@
+"""The registry of language models: where the weights are, their fingerprint, how to load them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.errors import Conflict, NotFound
+from app.tables import LanguageModel
+
+
+def register_language_model(
+    session: Session,
+    name: str,
+    *,
+    path: str,
+    fingerprint: str,
+    dtype: str = "auto",
+    chat_template: str | None = None,
+    n_layers: int | None = None,
+    d_model: int | None = None,
+    details: dict[str, Any] | None = None,
+) -> LanguageModel:
+    """Register ``name``, or return it unchanged when it is already registered identically.
+
+    Parameters
+    ----------
+    session
+        The caller's session; a new row is flushed, never committed.
+    name
+        Unique model name used by jobs and the CLI (``smollm2``).
+    path
+        Local model directory or a repo id in the local HF cache.
+    fingerprint
+        Content fingerprint of the weights; activations name the model by it.
+    dtype
+        ``auto`` (bfloat16 on a GPU, float32 on the CPU), ``float32``, ``bfloat16`` or ``float16``.
+    chat_template, n_layers, d_model, details
+        Descriptive fields stored with a new registration.
+
+    Raises
+    ------
+    Conflict
+        If ``name`` is registered with another path, fingerprint or dtype.
+
+    """
+    existing = session.scalar(select(LanguageModel).where(LanguageModel.name == name))
+    if existing is not None:
+        wanted = {"path": path, "fingerprint": fingerprint, "dtype": dtype}
+        differing = [k for k, v in wanted.items() if getattr(existing, k) != v]
+        if differing:
+            raise Conflict(
+                f"model {name!r} is already registered with another "
+                + ", ".join(f"{k} ({getattr(existing, k)!r})" for k in differing)
+            )
+        return existing
+    model = LanguageModel(
+        name=name,
+        path=path,
+        fingerprint=fingerprint,
+        dtype=dtype,
+        chat_template=chat_template,
+        n_layers=n_layers,
+        d_model=d_model,
+        details=details or {},
+    )
+    session.add(model)
+    session.flush()
+    return model
+
+
+def get_language_model(session: Session, name: str) -> LanguageModel:
+    """The model registered as ``name``.
+
+    Raises
+    ------
+    NotFound
+        If no model has that name.
+
+    """
+    model = session.scalar(select(LanguageModel).where(LanguageModel.name == name))
+    if model is None:
+        raise NotFound(f"no language model named {name!r}")
+    return model
+
+
+def list_language_models(session: Session) -> list[LanguageModel]:
+    """Every registered model, by name."""
+    return list(session.scalars(select(LanguageModel).order_by(LanguageModel.name)))
