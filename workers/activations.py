@@ -1,0 +1,220 @@
+"""Activation files: per-batch safetensors shards of [n_items, n_layers, d_model] in the data dir.
+
+The shards are the source of truth for which instances are done; the ActivationSet row's
+``instance_ids`` is refreshed from them after every batch, so a resumed job never duplicates rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from app.services.activation_sets import ensure_activation_set, set_instance_order
+from app.tables import ActivationSet
+
+ACTIVATIONS_DIR = "activations"
+STORAGE_DTYPES = ("float32", "float16")
+_SHARD_GLOB = "shard-*.safetensors"
+_VALUES = "values"
+_IDS = "instance_ids"
+
+
+def relative_set_path(name: str) -> str:
+    """``activations/<slug>`` for a set name; names that need escaping get a hash suffix."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-") or "set"
+    if slug != name:
+        slug = f"{slug[:80]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+    return f"{ACTIVATIONS_DIR}/{slug}"
+
+
+@dataclass(frozen=True)
+class ActivationArray:
+    """An activation set read back: ``values[i]`` belongs to ``instance_ids[i]``.
+
+    ``values`` is ``[n_items, n_layers, d_model]``; column ``k`` is layer ``layers[k]``.
+    """
+
+    values: np.ndarray
+    instance_ids: list[int]
+    layers: list[int]
+
+
+class ShardFiles:
+    """The shard folder of one activation set: append batches, list done ids, read everything.
+
+    One writer at a time (a set is filled by the job that owns it); readers may run alongside,
+    since a shard only appears, complete, by an atomic rename.
+    """
+
+    def __init__(self, folder: Path, *, n_layers: int, d_model: int, dtype: str) -> None:
+        if dtype not in STORAGE_DTYPES:
+            raise ValueError(f"storage dtype must be one of {STORAGE_DTYPES}, not {dtype!r}")
+        self.folder = folder
+        self.shape = (n_layers, d_model)
+        self.dtype = np.dtype(dtype)
+
+    def shards(self) -> list[Path]:
+        """Complete shard files in write order."""
+        return sorted(self.folder.glob(_SHARD_GLOB))
+
+    def done_ids(self) -> list[int]:
+        """Instance ids already stored, in row order (reads only the id tensors)."""
+        from safetensors import safe_open
+
+        ids: list[int] = []
+        for shard in self.shards():
+            with safe_open(shard, framework="np") as f:
+                ids.extend(int(x) for x in f.get_tensor(_IDS))
+        return ids
+
+    def append(self, instance_ids: Sequence[int], values: np.ndarray) -> list[int]:
+        """Store one batch as a new shard, skipping instances that are already stored.
+
+        Parameters
+        ----------
+        instance_ids
+            ``b`` instance ids, one per row of ``values``.
+        values
+            ``[b, n_layers, d_model]``, cast to the storage dtype.
+
+        Returns
+        -------
+        list of int
+            The ids actually written (those not stored before), in row order.
+
+        """
+        from safetensors.numpy import save_file
+
+        ids = np.asarray(instance_ids, dtype=np.int64)
+        if values.shape != (len(ids), *self.shape):
+            raise ValueError(f"values {values.shape} do not match {(len(ids), *self.shape)}")
+        if len(np.unique(ids)) != len(ids):
+            raise ValueError("repeated instance ids in one batch")
+        keep = ~np.isin(ids, np.asarray(self.done_ids(), dtype=np.int64))
+        if not keep.any():
+            return []
+        self.folder.mkdir(parents=True, exist_ok=True)
+        existing = self.shards()
+        number = int(existing[-1].stem.split("-")[1]) + 1 if existing else 0
+        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".shard-", suffix=".tmp")
+        os.close(fd)
+        try:
+            tensors = {
+                _VALUES: np.ascontiguousarray(values[keep], dtype=self.dtype),
+                _IDS: ids[keep],
+            }
+            save_file(tensors, tmp, metadata={"format": "appellate-activations-1"})
+            # The rename publishes the shard whole: a killed writer leaves only a .tmp file.
+            os.replace(tmp, self.folder / f"shard-{number:06d}.safetensors")
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return [int(x) for x in ids[keep]]
+
+    def read(self) -> tuple[list[int], np.ndarray]:
+        """Every stored row in write order: ids and ``[n_items, n_layers, d_model]`` values."""
+        from safetensors.numpy import load_file
+
+        ids: list[int] = []
+        parts: list[np.ndarray] = []
+        for shard in self.shards():
+            tensors = load_file(shard)
+            ids.extend(int(x) for x in tensors[_IDS])
+            parts.append(tensors[_VALUES])
+        values = np.concatenate(parts) if parts else np.empty((0, *self.shape), self.dtype)
+        return ids, values
+
+
+def shard_files(data_dir: Path, activation_set: ActivationSet) -> ShardFiles:
+    """The shard folder of ``activation_set`` under ``data_dir``."""
+    return ShardFiles(
+        Path(data_dir) / activation_set.path,
+        n_layers=len(activation_set.layers),
+        d_model=activation_set.d_model,
+        dtype=activation_set.dtype,
+    )
+
+
+def open_activation_set(
+    session: Session,
+    name: str,
+    *,
+    benchmark_id: int,
+    model_fingerprint: str,
+    layers: Sequence[int],
+    position_rule: str,
+    d_model: int,
+    dtype: str = "float32",
+    model_id: int | None = None,
+    details: dict[str, object] | None = None,
+) -> ActivationSet:
+    """Create the set's row (files under ``activations/<name>``) or reopen it to resume.
+
+    Raises
+    ------
+    app.errors.Conflict
+        If the set exists with another spec (see :func:`ensure_activation_set`).
+
+    """
+    if dtype not in STORAGE_DTYPES:
+        raise ValueError(f"storage dtype must be one of {STORAGE_DTYPES}, not {dtype!r}")
+    return ensure_activation_set(
+        session,
+        name,
+        benchmark_id=benchmark_id,
+        model_fingerprint=model_fingerprint,
+        path=relative_set_path(name),
+        layers=layers,
+        position_rule=position_rule,
+        dtype=dtype,
+        d_model=d_model,
+        model_id=model_id,
+        details=dict(details or {}),
+    )
+
+
+def sync_instance_order(session: Session, data_dir: Path, activation_set: ActivationSet) -> int:
+    """Copy the row order of the shards into the row; returns the number of stored items.
+
+    Call it in a short transaction after each appended batch, and once when resuming.
+    """
+    ids = shard_files(data_dir, activation_set).done_ids()
+    set_instance_order(session, activation_set, ids)
+    return len(ids)
+
+
+def read_activation_set(data_dir: Path, activation_set: ActivationSet) -> ActivationArray:
+    """The set's values in the row's instance order.
+
+    Rows written to files but not yet recorded in the row (a crash between the two) are left
+    out; they are picked up by :func:`sync_instance_order` on resume.
+
+    Raises
+    ------
+    ValueError
+        If an instance recorded in the row has no stored values.
+
+    """
+    files = shard_files(data_dir, activation_set)
+    stored_ids, values = files.read()
+    where = {iid: row for row, iid in enumerate(stored_ids)}
+    missing = [iid for iid in activation_set.instance_ids if iid not in where]
+    if missing:
+        raise ValueError(
+            f"activation set {activation_set.name!r}: {len(missing)} recorded instances have "
+            f"no stored values (first {missing[0]})"
+        )
+    rows = np.asarray([where[iid] for iid in activation_set.instance_ids], dtype=np.int64)
+    return ActivationArray(
+        values=values[rows],
+        instance_ids=[int(x) for x in activation_set.instance_ids],
+        layers=[int(x) for x in activation_set.layers],
+    )
