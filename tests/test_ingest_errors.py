@@ -127,6 +127,14 @@ CASES = [
         "expected 'A>B' or 'B>A', got 'A>>B'",
     ),
     Case(
+        "judgebench label not a string",
+        _jsonl(_edited(PAIR_ROWS, 4, label=["A"])),
+        _pairs,
+        5,
+        "label",
+        "expected 'A>B' or 'B>A', got ['A']",
+    ),
+    Case(
         "judgebench duplicate id in one chunk",
         _jsonl([*PAIR_ROWS[:2], PAIR_ROWS[0]]),
         _pairs,

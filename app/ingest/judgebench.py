@@ -169,7 +169,7 @@ def _pair_record(row: Row) -> Record:
         # original_id is an integer in some files and a string in others: always store text.
         group = row.convert("original_id", identifier)
     label = row.require("label")
-    if label not in REFERENCE:
+    if not isinstance(label, str) or label not in REFERENCE:
         raise row.error("label", f"expected 'A>B' or 'B>A', got {label!r}")
     return Record(row.line, external_id, group, payload, {REFERENCE_LABEL: REFERENCE[label]})
 
@@ -262,7 +262,7 @@ class _JudgeFile:
         if "decision" not in entry:
             raise row.error(f"{where}.decision", "missing field")
         decision = entry["decision"]
-        if decision not in IDENTITY[order]:
+        if not (decision is None or isinstance(decision, str)) or decision not in IDENTITY[order]:
             raise row.error(
                 f"{where}.decision", f"expected 'A>B', 'B>A', 'A=B' or null, got {decision!r}"
             )

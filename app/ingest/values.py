@@ -151,6 +151,8 @@ def json_value(value: Any) -> Any:
 
 def find_nul(value: Any, path: str) -> str | None:
     """The path of the first string holding a NUL character, which PostgreSQL cannot store."""
+    if type(value) is dict and all(type(v) is str and "\x00" not in v for v in value.values()):
+        return None  # the common flat payload of strings, without recursion
     if isinstance(value, str):
         return path if "\x00" in value else None
     if isinstance(value, dict):
