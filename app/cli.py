@@ -10,11 +10,13 @@ from app.demo import BUNDLED_DATA, load_demo_data
 from app.ingest.cli import import_app
 from app.settings import Settings
 from app.store import Store
+from workers.cli import models_app
 
 cli = typer.Typer(no_args_is_help=True, help="Audit benchmark labels and detector disagreements.")
 db_app = typer.Typer(no_args_is_help=True, help="Database maintenance.")
 cli.add_typer(db_app, name="db")
 cli.add_typer(import_app, name="import")
+cli.add_typer(models_app, name="models")
 
 
 @db_app.command("upgrade")
