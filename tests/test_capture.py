@@ -136,7 +136,13 @@ def test_capture_equals_unpadded_hidden_states(model: Any, padding_side: str, ru
     transcripts = make_transcripts()
     rule = RULES[rule_name]
     got = capture(
-        model, transcripts, positions=rule, layers=LAYERS, batch_size=4, padding_side=padding_side
+        model,
+        transcripts,
+        positions=rule,
+        layers=LAYERS,
+        batch_size=4,
+        padding_side=padding_side,
+        pad_token_id=EOT,  # pad == end-of-turn, as in SmolLM2
     )
     want = cached_references(model, rule_name, LAYERS)
     assert got.shape == (len(transcripts), len(LAYERS), D_MODEL)
