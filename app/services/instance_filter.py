@@ -5,13 +5,14 @@ from __future__ import annotations
 import enum
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import ColumnElement, exists, select
+from sqlalchemy import ColumnElement, Select, exists, select
+from sqlalchemy.orm import aliased
 
 from app.errors import InvalidInput
 from app.services.facets import BenchmarkFacets
 from app.services.labels import current_label_subquery
 from app.services.payload_fields import SLICE_FIELDS, payload_text, text_search
-from app.tables import Choice, Instance, Judgment, Order, Score
+from app.tables import Choice, Instance, Judgment, LabelEvent, Order, Score
 
 MAX_SEARCH_LENGTH = 200
 
@@ -178,8 +179,33 @@ def _pick(name: str | None, known: list[str], what: str, field: str) -> str:
     return name
 
 
+def _holding_current_value(name: str, value: str | None) -> Select[tuple[int]]:
+    """Ids of instances whose current value of ``name`` is ``value`` (any value if ``None``)."""
+    later = aliased(LabelEvent)
+    q = select(LabelEvent.instance_id).where(
+        LabelEvent.label_name == name,
+        ~exists().where(
+            later.instance_id == LabelEvent.instance_id,
+            later.label_name == LabelEvent.label_name,
+            later.id > LabelEvent.id,
+        ),
+    )
+    return q.where(LabelEvent.value.is_not(None) if value is None else LabelEvent.value == value)
+
+
+def _label_condition(cond: LabelCondition, counting: bool) -> ColumnElement[bool]:
+    if counting:
+        # A set-based form: PostgreSQL hashes it (one pass over the label events) instead of
+        # running a subquery per instance, which is 3-5x slower there; SQLite is on par.
+        held = _holding_current_value(cond.name, cond.value)
+        return Instance.id.not_in(held) if cond.value is None else Instance.id.in_(held)
+    # Per row, walking the table in page order: the first page stops after a few rows.
+    current = current_label_subquery(cond.name)
+    return current.is_(None) if cond.value is None else current == cond.value
+
+
 def filter_conditions(
-    facets: BenchmarkFacets, flt: InstanceFilter, dialect: str
+    facets: BenchmarkFacets, flt: InstanceFilter, dialect: str, *, counting: bool = False
 ) -> list[ColumnElement[bool]]:
     """SQL conditions on ``Instance`` for a resolved filter (the benchmark condition included).
 
@@ -191,6 +217,9 @@ def filter_conditions(
         A filter returned by :func:`resolve_filter`.
     dialect : str
         ``sqlite`` or ``postgresql``.
+    counting : bool
+        Shape label conditions for counting every match rather than for reading one page
+        in order; both select the same rows.
 
     Returns
     -------
@@ -219,9 +248,7 @@ def filter_conditions(
                 )
         if flt.flip is not None:
             labels.append(LabelCondition(name=f"flip:{judge.name}", value=_FLIP_VALUE[flt.flip]))
-    for cond in labels:
-        current = current_label_subquery(cond.name)
-        conds.append(current.is_(None) if cond.value is None else current == cond.value)
+    conds += [_label_condition(cond, counting) for cond in labels]
     if flt.score_detector is not None and flt.uses_score:
         det = facets.scored_detector(flt.score_detector)
         assert det is not None, "resolve_filter checks the detector"

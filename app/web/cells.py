@@ -1,4 +1,4 @@
-"""Table-cell snippets (choice, flip and label badges) as Jinja filters.
+"""Table-cell snippets (choice, flip and label badges, the verdict cells of a row) in Python.
 
 They run for every cell of a 50-row table, so they are plain Python rather than template
 macros (several times faster); data is always escaped by ``Markup``'s ``%``.
@@ -6,7 +6,12 @@ macros (several times faster); data is always escaped by ``Markup``'s ``%``.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from markupsafe import Markup
+
+from app.services.browse import InstanceRow
+from app.services.facets import BenchmarkFacets
 
 _NONE = Markup('<span class="muted">·</span>')
 _NO_LABEL = Markup('<span class="muted">—</span>')
@@ -54,9 +59,56 @@ def short_name(name: str) -> str:
     return name.rsplit("/", 1)[-1]
 
 
+class VerdictColumns(NamedTuple):
+    """Which label sets, judges and scored detectors the table shows, in order."""
+
+    labels: tuple[str, ...]
+    judges: tuple[str, ...]
+    detectors: tuple[str, ...]
+
+
+def verdict_columns(facets: BenchmarkFacets) -> VerdictColumns:
+    """The verdict columns of a benchmark's table (flip label sets sit under their judge)."""
+    return VerdictColumns(
+        labels=tuple(s.name for s in facets.plain_label_sets),
+        judges=tuple(j.name for j in facets.judges),
+        detectors=tuple(d.name for d in facets.scored_detectors),
+    )
+
+
+def _score_cell(value: float | None, first: bool) -> str:
+    cls = "num judge-start" if first else "num"
+    if value is None:
+        return f'<td class="{cls}"></td>'
+    return f'<td class="{cls}" title="{value!r}">{value:,.3f}</td>'
+
+
+def verdict_cells(row: InstanceRow, cols: VerdictColumns) -> Markup:
+    """The ``<td>`` cells of one row: labels, each judge's AB/BA/flip, detector scores."""
+    out: list[str] = []
+    labels, judges, scores = row["labels"], row["judges"], row["scores"]
+    for k, name in enumerate(cols.labels):
+        cls = "center judge-start" if k == 0 else "center"
+        out.append(f'<td class="{cls}">{label_badge(labels.get(name))}</td>')
+    for name in cols.judges:
+        cells = judges.get(name)
+        ab, ba, flip = (cells["ab"], cells["ba"], cells["flip"]) if cells else (None, None, None)
+        out.append(
+            f'<td class="center judge-start">{choice_badge(ab)}</td>'
+            f'<td class="center">{choice_badge(ba)}</td>'
+            f'<td class="center">{flip_badge(flip)}</td>'
+        )
+    for k, name in enumerate(cols.detectors):
+        out.append(_score_cell(scores.get(name), k == 0))
+    # Every interpolated value above is a badge (escaped Markup) or a formatted float.
+    return Markup("".join(out))
+
+
 FILTERS = {
     "choice": choice_badge,
     "flip": flip_badge,
     "label": label_badge,
     "short": short_name,
 }
+
+GLOBALS = {"verdict_cells": verdict_cells, "verdict_columns": verdict_columns}
