@@ -4,19 +4,11 @@ from __future__ import annotations
 
 
 class AppellateError(Exception):
-    """Base class of every error a user is meant to read."""
+    """Base class of every error a user is meant to read.
 
-
-class NotFound(AppellateError):
-    """A named object does not exist."""
-
-
-class Conflict(AppellateError):
-    """The request contradicts what the store already holds."""
-
-
-class InvalidInput(AppellateError):
-    """Input is malformed; ``location`` says where (``file:line: field``)."""
+    ``file``, ``line`` and ``field`` say where, when the error comes from input; ``message`` is
+    then ``file:line: field: reason``.
+    """
 
     def __init__(
         self,
@@ -40,3 +32,15 @@ class InvalidInput(AppellateError):
             where = self.file if self.line is None else f"{self.file}:{self.line}"
         parts = [p for p in (where, self.field) if p]
         return ": ".join([*parts, self.reason])
+
+
+class NotFound(AppellateError):
+    """A named object does not exist."""
+
+
+class Conflict(AppellateError):
+    """The request contradicts what the store already holds."""
+
+
+class InvalidInput(AppellateError):
+    """Input is malformed."""

@@ -36,8 +36,8 @@ _scores = Score.__table__
 
 
 def conflict(file: str, line: int, field: str, reason: str) -> Conflict:
-    """A Conflict worded like InvalidInput: ``file:line: field: reason``."""
-    return Conflict(InvalidInput(reason, file=file, line=line, field=field).message)
+    """A Conflict located like InvalidInput: ``file:line: field: reason``."""
+    return Conflict(reason, file=file, line=line, field=field)
 
 
 def _show(value: Any, limit: int = 60) -> str:
