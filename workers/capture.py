@@ -224,11 +224,6 @@ class CaptureBatch:
     position_ids: torch.Tensor
     rows: torch.Tensor
 
-    @property
-    def n_tokens(self) -> int:
-        """Real (unpadded) tokens in the batch."""
-        return int(self.attention_mask.sum())
-
 
 def plan_batches(
     transcripts: Sequence[Sequence[int]],
@@ -421,14 +416,11 @@ def _numpy_dtype(output_dtype: OutputDtype, model_dtype: torch.dtype) -> np.dtyp
     return np.dtype(np.float32)
 
 
-def run_batch(
-    model: PreTrainedModel, batch: CaptureBatch, recorder: _Recorder | None = None
-) -> None:
-    """One forward of the model's base over ``batch``, ended early by ``recorder``'s stop hook."""
+def _run_batch(model: PreTrainedModel, batch: CaptureBatch, recorder: _Recorder) -> None:
+    """One forward of the model's base over ``batch``, ended by ``recorder``'s stop hook."""
     device = model.get_input_embeddings().weight.device
-    if recorder is not None:
-        recorder.rows = batch.rows.to(device)
-        recorder.kept = [None] * len(recorder.layers)
+    recorder.rows = batch.rows.to(device)
+    recorder.kept = [None] * len(recorder.layers)
     try:
         model.base_model(
             input_ids=batch.input_ids.to(device),
@@ -440,8 +432,7 @@ def run_batch(
         )
     except _StopForward:
         return
-    if recorder is not None:
-        raise RuntimeError("the forward finished without reaching the deepest capture block")
+    raise RuntimeError("the forward finished without reaching the deepest capture block")
 
 
 def iter_capture(
@@ -488,7 +479,7 @@ def iter_capture(
     try:
         with torch.inference_mode():
             for batch in batches:
-                run_batch(model, batch, recorder)
+                _run_batch(model, batch, recorder)
                 kept = torch.stack([t for t in recorder.kept if t is not None], dim=1)
                 values = kept.to(torch.float32 if np_dtype == np.float32 else torch.float16)
                 yield batch.items, values.cpu().numpy()

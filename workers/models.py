@@ -346,3 +346,19 @@ def _convert_gguf(gguf_file: Path, out_dir: Path) -> None:
     plain.generation_config = quantised.generation_config
     plain.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
+    _check_round_trip(quantised, out_dir)
+
+
+def _check_round_trip(reference: PreTrainedModel, out_dir: Path) -> None:
+    """Reload the saved directory and compare its logits with the GGUF model's (about 1 s)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    saved = AutoModelForCausalLM.from_pretrained(
+        out_dir, dtype=torch.float32, local_files_only=True
+    )
+    probe = torch.arange(1, 17).unsqueeze(0)
+    with torch.inference_mode():
+        diff = (saved(probe).logits - reference(probe).logits).abs().max().item()
+    if diff > 1e-4:
+        raise RuntimeError(f"converted model differs from the GGUF model (max |diff| {diff:.3g})")
