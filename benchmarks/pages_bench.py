@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+import psutil
 from sqlalchemy import Engine, create_engine, insert, text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -292,8 +293,29 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
     }
 
 
-def _drive(base: str, urls: list[str], concurrency: int) -> dict[str, float]:
-    """Request every URL once with ``concurrency`` threads; latency percentiles and rate."""
+def _server_cpu_s(proc: subprocess.Popen[bytes] | None) -> float:
+    """CPU seconds used so far by the server process and its worker processes."""
+    if proc is None:
+        return 0.0
+    root = psutil.Process(proc.pid)
+    total = 0.0
+    for p in [root, *root.children(recursive=True)]:
+        try:
+            times = p.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def _drive(
+    base: str, urls: list[str], concurrency: int, server: subprocess.Popen[bytes] | None = None
+) -> dict[str, float]:
+    """Request every URL once with ``concurrency`` threads.
+
+    Returns latency percentiles, the request rate and, given the server process, its CPU
+    time per request (a figure that other load on the machine barely moves).
+    """
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     with httpx.Client(base_url=base, limits=limits, timeout=60) as client:
 
@@ -305,11 +327,16 @@ def _drive(base: str, urls: list[str], concurrency: int) -> dict[str, float]:
                 raise RuntimeError(f"{url}: HTTP {r.status_code}: {r.text[:200]}")
             return elapsed
 
+        cpu0 = _server_cpu_s(server)
         t0 = time.perf_counter()
         with ThreadPoolExecutor(concurrency) as pool:
             samples = list(pool.map(one, urls))
         wall = time.perf_counter() - t0
-    return {**_percentiles(samples), "requests": len(urls), "rps": round(len(urls) / wall, 1)}
+        cpu_ms = (_server_cpu_s(server) - cpu0) * 1000 / len(urls)
+    out = {**_percentiles(samples), "requests": len(urls), "rps": round(len(urls) / wall, 1)}
+    if server is not None:
+        out["server_cpu_ms_per_request"] = round(cpu_ms, 1)
+    return out
 
 
 def _page_urls(info: dict[str, Any], n_requests: int, rng: random.Random) -> dict[str, list[str]]:
@@ -454,7 +481,7 @@ def run_one(dialect: str, args: argparse.Namespace, workdir: Path) -> dict[str, 
             warm = sorted({u for urls in plan.values() for u in urls[:10]})
             _drive(base, warm * 3 * workers, max(_ints(args.concurrency)))
             for clients in _ints(args.concurrency):
-                pages = {kind: _drive(base, urls, clients) for kind, urls in plan.items()}
+                pages = {kind: _drive(base, urls, clients, proc) for kind, urls in plan.items()}
                 runs.append({"workers": workers, "clients": clients, "pages": pages})
                 print(f"[{dialect}] workers={workers} clients={clients}: {pages}", file=sys.stderr)
             proc.terminate()

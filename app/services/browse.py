@@ -18,7 +18,12 @@ from typing_extensions import TypedDict  # pydantic needs this one before Python
 
 from app.services.cache import VersionedCache
 from app.services.facets import BenchmarkFacets, benchmark_facets, get_benchmark
-from app.services.instance_filter import InstanceFilter, filter_conditions, resolve_filter
+from app.services.instance_filter import (
+    InstanceFilter,
+    filter_conditions,
+    plan_for_one_page,
+    resolve_filter,
+)
 from app.services.payload_fields import PREVIEW_FIELD, payload_text, preview
 from app.tables import Instance, Judgment, LabelEvent, Order, Score
 
@@ -136,6 +141,7 @@ def benchmark_view(
         total = count()
     else:
         total = cache.get_or_compute(("count", bench.id, bench.data_version, flt), count)
+    plan_for_one_page(session)
     # The page is chosen by external id alone: the unique (benchmark_id, external_id) index
     # answers it without reading table rows (PostgreSQL cannot cover `id` with it).
     keys = list(

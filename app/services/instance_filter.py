@@ -5,8 +5,8 @@ from __future__ import annotations
 import enum
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import ColumnElement, Select, exists, select
-from sqlalchemy.orm import aliased
+from sqlalchemy import ColumnElement, Select, exists, select, text
+from sqlalchemy.orm import Session, aliased
 
 from app.errors import InvalidInput
 from app.services.facets import BenchmarkFacets
@@ -195,19 +195,52 @@ def _holding_current_value(name: str, value: str | None) -> Select[tuple[int]]:
 
 def _label_condition(cond: LabelCondition, counting: bool) -> ColumnElement[bool]:
     if counting:
-        # A set-based form: PostgreSQL hashes it (one pass over the label events) instead of
-        # running a subquery per instance, which is 3-5x slower there; SQLite is on par.
         held = _holding_current_value(cond.name, cond.value)
         return Instance.id.not_in(held) if cond.value is None else Instance.id.in_(held)
-    # Per row, walking the table in page order: the first page stops after a few rows.
     current = current_label_subquery(cond.name)
     return current.is_(None) if cond.value is None else current == cond.value
+
+
+def _choice_condition(
+    judge_id: int, order: Order, choice: Choice, counting: bool
+) -> ColumnElement[bool]:
+    match = (
+        Judgment.instance_id == Instance.id,
+        Judgment.detector_id == judge_id,
+        Judgment.order == order.value,
+    )
+    if counting:
+        return exists().where(*match, Judgment.choice == choice.value)
+    # (detector, instance, order) is unique: a scalar lookup per row.
+    return select(Judgment.choice).where(*match).scalar_subquery() == choice.value
+
+
+def _score_condition(
+    detector_id: int, lo: float | None, hi: float | None, counting: bool
+) -> ColumnElement[bool]:
+    match = (Score.instance_id == Instance.id, Score.detector_id == detector_id)
+    if counting:
+        bounds = [Score.score >= lo] if lo is not None else []
+        bounds += [Score.score <= hi] if hi is not None else []
+        return exists().where(*match, *bounds)
+    # (detector, instance) is unique: a scalar lookup per row.
+    score = select(Score.score).where(*match).scalar_subquery()
+    if lo is not None and hi is not None:
+        return score.between(lo, hi)
+    return score >= lo if lo is not None else score <= hi
 
 
 def filter_conditions(
     facets: BenchmarkFacets, flt: InstanceFilter, dialect: str, *, counting: bool = False
 ) -> list[ColumnElement[bool]]:
     """SQL conditions on ``Instance`` for a resolved filter (the benchmark condition included).
+
+    Two shapes select the same rows. For reading a page (``counting=False``) every
+    condition is a per-row lookup, so the scan can walk the (benchmark, external id) index
+    in page order and stop after one page; a semi-join there would let PostgreSQL start
+    from the condition's table and sort everything instead. For counting every match
+    (``counting=True``) conditions are set-based (``IN``/``EXISTS``), which PostgreSQL hashes
+    in one pass over each table, 3-5x faster than a lookup per instance.
 
     Parameters
     ----------
@@ -218,8 +251,7 @@ def filter_conditions(
     dialect : str
         ``sqlite`` or ``postgresql``.
     counting : bool
-        Shape label conditions for counting every match rather than for reading one page
-        in order; both select the same rows.
+        The shape: set-based for counting, per-row for reading a page in order.
 
     Returns
     -------
@@ -238,24 +270,28 @@ def filter_conditions(
         assert judge is not None, "resolve_filter checks the judge"
         for order, choice in ((Order.AB, flt.ab), (Order.BA, flt.ba)):
             if choice is not None:
-                conds.append(
-                    exists().where(
-                        Judgment.instance_id == Instance.id,
-                        Judgment.detector_id == judge.id,
-                        Judgment.order == order.value,
-                        Judgment.choice == choice.value,
-                    )
-                )
+                conds.append(_choice_condition(judge.id, order, choice, counting))
         if flt.flip is not None:
             labels.append(LabelCondition(name=f"flip:{judge.name}", value=_FLIP_VALUE[flt.flip]))
     conds += [_label_condition(cond, counting) for cond in labels]
     if flt.score_detector is not None and flt.uses_score:
         det = facets.scored_detector(flt.score_detector)
         assert det is not None, "resolve_filter checks the detector"
-        score_conds = [Score.instance_id == Instance.id, Score.detector_id == det.id]
-        if flt.score_min is not None:
-            score_conds.append(Score.score >= flt.score_min)
-        if flt.score_max is not None:
-            score_conds.append(Score.score <= flt.score_max)
-        conds.append(exists(select(Score.id).where(*score_conds)))
+        conds.append(_score_condition(det.id, flt.score_min, flt.score_max, counting))
     return conds
+
+
+def plan_for_one_page(session: Session) -> None:
+    """Make PostgreSQL plan the next ordered, limited reads as the page lookups they are.
+
+    Per-row filter conditions get default selectivities (0.5% each), so with two or three
+    of them PostgreSQL expects almost no matches: it prefers to filter every row and sort,
+    which runs the lookups for all 100,000 instances instead of a page's worth, and the
+    inflated cost estimate triggers JIT compilation (about 150 ms to run a 3 ms query).
+    Walking the index is never much worse (both read every row when matches are rare), so
+    sorting and JIT are switched off for the rest of this read transaction. SQLite already
+    walks the index for ``ORDER BY ... LIMIT``.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SET LOCAL enable_sort = off"))
+        session.execute(text("SET LOCAL jit = off"))

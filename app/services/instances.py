@@ -13,7 +13,12 @@ from sqlalchemy.orm import Session
 from app.errors import NotFound
 from app.services.cache import VersionedCache
 from app.services.facets import FLIP_PREFIX, benchmark_facets, get_benchmark
-from app.services.instance_filter import InstanceFilter, filter_conditions, resolve_filter
+from app.services.instance_filter import (
+    InstanceFilter,
+    filter_conditions,
+    plan_for_one_page,
+    resolve_filter,
+)
 from app.services.labels import label_history
 from app.services.payload_fields import SLICE_FIELDS, TEXT_FIELDS
 from app.tables import Detector, Instance, Judgment, Order, Score
@@ -217,6 +222,7 @@ def instance_detail(
         )
     ]
     conds = filter_conditions(facets, flt, session.get_bind().dialect.name)
+    plan_for_one_page(session)
     previous = session.scalar(
         select(Instance.external_id)
         .where(*conds, Instance.external_id < external_id)
