@@ -54,6 +54,7 @@ def make_templates(directory: Path = TEMPLATES_DIR) -> Jinja2Templates:
     env.filters["num"] = fmt_number
     env.filters["segment"] = urls.path_segment
     env.filters.update(cells.FILTERS)
+    env.globals.update(cells.GLOBALS)
     env.globals.update(
         benchmark_url=urls.benchmark_url,
         instance_url=urls.instance_url,
