@@ -1,0 +1,525 @@
+"""The metric matrix: detectors x slices (+ macro-average) against one label set, with intervals.
+
+Also the shared readers of labelled items and detector scores, and the binary-target rule that
+turns a label set into 0/1 (also used by the disagreement finder).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.errors import InvalidInput, NotFound
+from app.services.benchmarks import get_benchmark
+from app.services.cache import VersionedCache
+from app.services.flips import FLIP_PREFIX
+from app.services.labels import current_label_subquery
+from app.services.payload_fields import payload_text
+from app.stats import _validate
+from app.stats.bootstrap import group_bootstrap, percentile_interval
+from app.tables import Benchmark, Detector, Instance, Judgment, Order, Score
+
+__all__ = [
+    "INTERVAL_METRICS",
+    "MACRO",
+    "METRICS_CACHE",
+    "BinaryTarget",
+    "LabelledItems",
+    "MetricRow",
+    "binary_target",
+    "detector_scores",
+    "get_detector",
+    "load_labelled",
+    "metric_rows",
+    "scored_detectors",
+]
+
+INTERVAL_METRICS: tuple[str, ...] = ("auroc", "auprc", "brier", "choice_matched_auroc")
+"""Metrics reported with a group-bootstrap interval (prevalence is reported as a point)."""
+
+MACRO = "(macro-average)"
+"""The ``slice`` value of the macro-average row; the all-items row has ``slice = None``."""
+
+MISSING_SLICE = "(none)"
+"""The slice of items whose payload lacks the slice field."""
+
+# Known two-class vocabularies, positive class first. `reference` on pairwise benchmarks says
+# which response is correct and scores are P(A is better), so "A" is positive; flip and truth
+# label sets are "1"/"0" and scores are P(flip) / P(true), so "1" is positive.
+KNOWN_TARGETS: tuple[tuple[str, str], ...] = (("A", "B"), ("1", "0"))
+
+METRICS_CACHE = VersionedCache(maxsize=512)
+"""Process-wide memo of metric rows, keyed on the benchmark's ``data_version``."""
+
+
+@dataclass(frozen=True)
+class BinaryTarget:
+    """How a label set becomes a 0/1 target: ``positive`` -> 1, ``negative`` -> 0.
+
+    Detector scores are read as the probability of ``positive``; items whose label is neither
+    class are left out of every metric.
+    """
+
+    label: str
+    positive: str
+    negative: str | None
+    rule: str
+
+    def encode(self, value: str | None) -> int | None:
+        """1, 0, or None for a value outside the two classes."""
+        if value == self.positive:
+            return 1
+        if value is not None and value == self.negative:
+            return 0
+        return None
+
+    def other(self, value: str) -> str:
+        """The class opposite to ``value`` (``"not X"`` when the set holds one class only)."""
+        if value == self.positive:
+            return self.negative if self.negative is not None else f"not {self.positive}"
+        return self.positive
+
+
+def binary_target(label: str, values: Collection[str], positive: str | None = None) -> BinaryTarget:
+    """The binary target of label set ``label`` whose current values are ``values``.
+
+    Rule: with ``positive`` given, that value is class 1 and the only other value (if any)
+    class 0. Otherwise the values must lie in a known vocabulary: ``{"A", "B"}`` (positive
+    ``"A"``, matching scores that are P(A is better)) or ``{"1", "0"}`` (positive ``"1"``).
+
+    Parameters
+    ----------
+    label : str
+        Label set name (for messages).
+    values : collection of str
+        The distinct current values of the label set.
+    positive : str, optional
+        Explicit positive class.
+
+    Returns
+    -------
+    BinaryTarget
+
+    Raises
+    ------
+    InvalidInput
+        If the label set has more than two values, or none in a known vocabulary and no
+        ``positive`` is given, or ``positive`` is not one of its values.
+
+    """
+    distinct = sorted(set(values))
+    if positive is not None:
+        others = [v for v in distinct if v != positive]
+        if positive not in distinct or len(others) > 1:
+            raise InvalidInput(
+                f"label set {label!r} has values {distinct}; positive={positive!r} must be one "
+                "of exactly two classes"
+            )
+        negative = others[0] if others else None
+        return BinaryTarget(label, positive, negative, f"{positive!r} = 1 (given), else 0")
+    for pos, neg in KNOWN_TARGETS:
+        if set(distinct) <= {pos, neg}:
+            return BinaryTarget(
+                label, pos, neg, f"{pos!r} = 1, {neg!r} = 0; scores read as P({pos})"
+            )
+    raise InvalidInput(
+        f"label set {label!r} has values {distinct[:10]}: not a known binary vocabulary "
+        "(A/B or 1/0); name the positive class"
+    )
+
+
+@dataclass(frozen=True)
+class LabelledItems:
+    """The instances of a benchmark that carry a class of the target, in instance-id order.
+
+    ``y`` is 1 for the positive class; ``slices`` is ``None`` unless a slice field was read.
+    """
+
+    benchmark: Benchmark
+    target: BinaryTarget
+    instance_ids: NDArray[np.int64]
+    external_ids: list[str]
+    groups: list[str]
+    values: list[str]
+    y: NDArray[np.int8]
+    slices: list[str] | None = None
+    excluded: int = 0
+
+    def index(self) -> dict[int, int]:
+        """``{instance_id: row}``."""
+        return {int(iid): row for row, iid in enumerate(self.instance_ids)}
+
+
+def load_labelled(
+    session: Session,
+    benchmark: str | Benchmark,
+    label: str,
+    *,
+    positive: str | None = None,
+    slice_field: str | None = None,
+) -> LabelledItems:
+    """The benchmark's items with a current value of ``label``, and its binary target.
+
+    Parameters
+    ----------
+    session
+        The caller's session (read only).
+    benchmark
+        Benchmark name or row.
+    label
+        Label set name.
+    positive
+        Explicit positive class (see :func:`binary_target`).
+    slice_field
+        Payload field whose text value is each item's slice.
+
+    Returns
+    -------
+    LabelledItems
+
+    Raises
+    ------
+    NotFound
+        For an unknown benchmark or a label set with no current value on it.
+    InvalidInput
+        For a label set that is not binary, or a malformed slice field name.
+
+    """
+    bench = get_benchmark(session, benchmark) if isinstance(benchmark, str) else benchmark
+    columns: list[Any] = [
+        Instance.id,
+        Instance.external_id,
+        Instance.group_key,
+        current_label_subquery(label).label("value"),
+    ]
+    if slice_field is not None:
+        try:
+            columns.append(payload_text(session.get_bind().dialect.name, slice_field))
+        except ValueError as exc:
+            raise InvalidInput(str(exc), field="slice") from None
+    q = select(*columns).where(Instance.benchmark_id == bench.id).order_by(Instance.id)
+    rows = [r for r in session.execute(q) if r[3] is not None]
+    if not rows:
+        raise NotFound(f"benchmark {bench.name!r} has no label set {label!r}")
+    target = binary_target(label, {r[3] for r in rows}, positive)
+    kept = [r for r in rows if target.encode(r[3]) is not None]
+    return LabelledItems(
+        benchmark=bench,
+        target=target,
+        instance_ids=np.array([r[0] for r in kept], dtype=np.int64),
+        external_ids=[r[1] for r in kept],
+        groups=[r[2] for r in kept],
+        values=[r[3] for r in kept],
+        y=np.array([target.encode(r[3]) for r in kept], dtype=np.int8),
+        slices=None if slice_field is None else [_slice_text(r[4]) for r in kept],
+        excluded=len(rows) - len(kept),
+    )
+
+
+def _slice_text(value: Any) -> str:
+    return MISSING_SLICE if value is None or value == "" else str(value)
+
+
+def get_detector(session: Session, name: str) -> Detector:
+    """The detector called ``name``; :class:`NotFound` if there is none."""
+    detector = session.scalar(select(Detector).where(Detector.name == name))
+    if detector is None:
+        raise NotFound(f"no detector named {name!r}")
+    return detector
+
+
+def scored_detectors(session: Session, benchmark: Benchmark) -> list[Detector]:
+    """Detectors with at least one score on the benchmark, by name."""
+    has_score = (
+        select(Score.detector_id)
+        .join(Instance, Instance.id == Score.instance_id)
+        .where(Instance.benchmark_id == benchmark.id)
+        .distinct()
+    )
+    return list(
+        session.scalars(select(Detector).where(Detector.id.in_(has_score)).order_by(Detector.name))
+    )
+
+
+def detector_scores(
+    session: Session, detector: Detector, items: LabelledItems
+) -> NDArray[np.float64]:
+    """The detector's score of each item, NaN where it has none.
+
+    Returns
+    -------
+    ndarray of float64, shape (n_items,)
+
+    """
+    q = (
+        select(Score.instance_id, Score.score)
+        .join(Instance, Instance.id == Score.instance_id)
+        .where(Score.detector_id == detector.id, Instance.benchmark_id == items.benchmark.id)
+    )
+    out = np.full(items.instance_ids.size, np.nan)
+    where = items.index()
+    for instance_id, score in session.execute(q):
+        row = where.get(instance_id)
+        if row is not None:
+            out[row] = score
+    return out
+
+
+def _ab_choices(session: Session, items: LabelledItems) -> list[str] | None:
+    """For a ``flip:<judge>`` label set, the judge's AB choice per item (the CM-AUROC stratum)."""
+    if not items.target.label.startswith(FLIP_PREFIX):
+        return None
+    judge = session.scalar(
+        select(Detector).where(Detector.name == items.target.label.removeprefix(FLIP_PREFIX))
+    )
+    if judge is None:
+        return None
+    q = (
+        select(Judgment.instance_id, Judgment.choice)
+        .join(Instance, Instance.id == Judgment.instance_id)
+        .where(
+            Judgment.detector_id == judge.id,
+            Judgment.order == Order.AB.value,
+            Instance.benchmark_id == items.benchmark.id,
+        )
+    )
+    by_instance = dict(session.execute(q).tuples().all())
+    return [by_instance.get(int(i), "none") for i in items.instance_ids]
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One row of the matrix: a detector on all items, one slice, or the macro-average.
+
+    ``values`` holds ``prevalence`` and each of ``INTERVAL_METRICS`` (``None`` when undefined
+    or not applicable: AUROC with one class, Brier of non-probability scores, choice-matched
+    AUROC outside flip label sets); ``intervals`` the 95% percentile interval of each.
+    """
+
+    detector: str
+    slice: str | None
+    kind: str  # "all" | "slice" | "macro"
+    n: int
+    n_groups: int
+    values: dict[str, float | None]
+    intervals: dict[str, list[float] | None]
+    valid_resamples: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON row of ``appellate metrics --json``."""
+        out: dict[str, Any] = {
+            "detector": self.detector,
+            "slice": self.slice,
+            "n": self.n,
+            "prevalence": self.values.get("prevalence"),
+        }
+        for name in INTERVAL_METRICS:
+            out[name] = self.values.get(name)
+            out[f"{name}_ci"] = self.intervals.get(name)
+        return out
+
+
+@dataclass
+class _Cell:
+    """One bootstrap of one detector on one subset, kept for the macro-average."""
+
+    row: MetricRow
+    replicates: dict[str, NDArray[np.float64]]
+
+
+def _evaluate(
+    detector: str,
+    slice_name: str | None,
+    kind: str,
+    y: NDArray[np.int8],
+    p: NDArray[np.float64],
+    groups: list[str],
+    choice: list[str] | None,
+    resamples: int,
+    seed: int,
+) -> _Cell:
+    n = int(y.size)
+    values: dict[str, float | None] = dict.fromkeys(("prevalence", *INTERVAL_METRICS))
+    intervals: dict[str, list[float] | None] = dict.fromkeys(INTERVAL_METRICS)
+    if n == 0:
+        return _Cell(MetricRow(detector, slice_name, kind, 0, 0, values, intervals), {})
+    values["prevalence"] = float(y.mean())
+    wanted = ["auroc", "auprc"]
+    if _validate.is_probability(p):
+        wanted.append("brier")
+    if choice is not None:
+        wanted.append("choice_matched_auroc")
+    result = group_bootstrap(
+        y, p, groups, metrics=wanted, choice=choice, resamples=resamples, seed=seed
+    )
+    valid: dict[str, int] = {}
+    for name in wanted:
+        estimate = result.estimate(name)
+        values[name], intervals[name], valid[name] = estimate.value, estimate.ci, estimate.valid
+    row = MetricRow(detector, slice_name, kind, n, result.n_groups, values, intervals, valid)
+    return _Cell(row, {m: result.replicates[m][0] for m in wanted})
+
+
+def _macro(detector: str, cells: list[_Cell]) -> MetricRow:
+    """Mean over slices of each metric defined there; the interval averages slice replicates.
+
+    Each slice is resampled on its own (a bootstrap stratified by slice), so replicate b of the
+    macro-average is the mean of the slices' replicates b; a resample where any contributing
+    slice is undefined is dropped.
+    """
+    values: dict[str, float | None] = {}
+    intervals: dict[str, list[float] | None] = {}
+    valid: dict[str, int] = {}
+    prevalences = [c.row.values["prevalence"] for c in cells if c.row.n]
+    values["prevalence"] = float(np.mean(prevalences)) if prevalences else None
+    for name in INTERVAL_METRICS:
+        defined = [c for c in cells if c.row.values.get(name) is not None]
+        if not defined:
+            values[name], intervals[name] = None, None
+            continue
+        values[name] = float(np.mean([c.row.values[name] for c in defined]))
+        low, high, valid[name] = percentile_interval(
+            np.mean([c.replicates[name] for c in defined], axis=0)
+        )
+        intervals[name] = None if low is None or high is None else [low, high]
+    n = sum(c.row.n for c in cells)
+    n_groups = sum(c.row.n_groups for c in cells)
+    return MetricRow(detector, MACRO, "macro", n, n_groups, values, intervals, valid)
+
+
+def _slice_seed(seed: int, index: int) -> int:
+    # Independent streams per slice: equal seeds would draw correlated resamples across slices.
+    return int(np.random.SeedSequence([seed, index + 1]).generate_state(1)[0])
+
+
+def _detector_rows(
+    session: Session,
+    items: LabelledItems,
+    detector: Detector,
+    choice: list[str] | None,
+    resamples: int,
+    seed: int,
+) -> tuple[MetricRow, ...]:
+    p_all = detector_scores(session, detector, items)
+    scored = ~np.isnan(p_all)
+    y, p = items.y[scored], p_all[scored]
+    groups = [g for g, keep in zip(items.groups, scored, strict=True) if keep]
+    strata = None if choice is None else [c for c, k in zip(choice, scored, strict=True) if k]
+    rows = [_evaluate(detector.name, None, "all", y, p, groups, strata, resamples, seed).row]
+    if items.slices is None:
+        return tuple(rows)
+    slices = np.array(
+        [s for s, keep in zip(items.slices, scored, strict=True) if keep], dtype=object
+    )
+    cells = []
+    for index, name in enumerate(sorted(set(items.slices))):
+        mask = slices == name
+        cell = _evaluate(
+            detector.name,
+            name,
+            "slice",
+            y[mask],
+            p[mask],
+            [g for g, keep in zip(groups, mask, strict=True) if keep],
+            None if strata is None else [c for c, k in zip(strata, mask, strict=True) if k],
+            resamples,
+            _slice_seed(seed, index),
+        )
+        cells.append(cell)
+        rows.append(cell.row)
+    rows.append(_macro(detector.name, cells))
+    return tuple(rows)
+
+
+def metric_rows(
+    session: Session,
+    benchmark: str,
+    label: str = "reference",
+    detectors: Sequence[str] | None = None,
+    *,
+    slice_field: str | None = None,
+    positive: str | None = None,
+    resamples: int = 2000,
+    seed: int = 0,
+    cache: VersionedCache | None = METRICS_CACHE,
+) -> tuple[BinaryTarget, list[MetricRow]]:
+    """Metric rows of detectors on a benchmark against a label set, with group-bootstrap CIs.
+
+    For each detector: one row over all items it scored (``slice=None``), and with
+    ``slice_field`` one row per slice value (sorted; ``"(none)"`` when the field is absent)
+    and a macro-average row (``slice=MACRO``). Scores are read as P(positive class) of
+    :func:`binary_target`; the group is ``Instance.group_key``. Choice-matched AUROC is
+    computed for ``flip:<judge>`` label sets, stratified by that judge's AB choice.
+
+    Parameters
+    ----------
+    session
+        The caller's session (read only).
+    benchmark
+        Benchmark name.
+    label
+        Label set name.
+    detectors
+        Detector names; default every detector with scores on the benchmark.
+    slice_field
+        Payload field that defines the slices.
+    positive
+        Explicit positive class of the label set.
+    resamples, seed
+        Group-bootstrap resamples and root seed (slice ``i`` uses a seed derived from
+        ``(seed, i)``).
+    cache
+        Memo keyed on (benchmark, data_version, label, positive, detector, slice field,
+        resamples, seed); ``None`` disables it.
+
+    Returns
+    -------
+    (BinaryTarget, list of MetricRow)
+        The target rule used and the rows, detector by detector.
+
+    Raises
+    ------
+    NotFound
+        Unknown benchmark, label set or detector.
+    InvalidInput
+        Label set not binary, bad slice field, resamples or seed.
+
+    """
+    try:
+        resamples = _validate.resample_count(resamples)
+        seed = _validate.seed_value(seed)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    bench = get_benchmark(session, benchmark)
+    if detectors:
+        chosen = [get_detector(session, name) for name in dict.fromkeys(detectors)]
+    else:
+        chosen = scored_detectors(session, bench)
+    # Reading labels is one query; the bootstrap is what the cache saves.
+    items = load_labelled(session, bench, label, positive=positive, slice_field=slice_field)
+    choice = _ab_choices(session, items)
+    rows: list[MetricRow] = []
+    for detector in chosen:
+
+        def compute(detector: Detector = detector) -> tuple[MetricRow, ...]:
+            return _detector_rows(session, items, detector, choice, resamples, seed)
+
+        key: Hashable = (
+            "metric-rows",
+            bench.id,
+            bench.data_version,
+            label,
+            items.target.positive,
+            detector.id,
+            slice_field,
+            resamples,
+            seed,
+        )
+        rows.extend(compute() if cache is None else cache.get_or_compute(key, compute))
+    return items.target, rows
