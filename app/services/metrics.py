@@ -19,6 +19,7 @@ from app.errors import InvalidInput, NotFound
 from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
 from app.services.flips import FLIP_PREFIX
+from app.services.judge_summary import judge_summaries
 from app.services.labels import current_label_subquery
 from app.services.payload_fields import payload_text
 from app.stats import _validate
@@ -37,6 +38,7 @@ __all__ = [
     "get_detector",
     "load_labelled",
     "metric_rows",
+    "metrics_report",
     "scored_detectors",
 ]
 
@@ -523,3 +525,57 @@ def metric_rows(
         )
         rows.extend(compute() if cache is None else cache.get_or_compute(key, compute))
     return items.target, rows
+
+
+def metrics_report(
+    session: Session,
+    benchmark: str,
+    label: str = "reference",
+    detectors: Sequence[str] | None = None,
+    *,
+    slice_field: str | None = None,
+    positive: str | None = None,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The metric matrix and the judge summaries as one JSON-ready dict (CLI and web).
+
+    Judges are checked against ``label`` when it is an A/B label set (e.g. a corrected
+    reference), else against ``reference``.
+
+    Returns
+    -------
+    dict
+        ``benchmark``, ``label``, ``positive``, ``negative``, ``target_rule``,
+        ``slice_field``, ``resamples``, ``seed``, ``data_version``, ``rows`` (see
+        :meth:`MetricRow.as_dict`) and ``judges`` (see
+        :meth:`app.services.judge_summary.JudgeSummary.as_dict`).
+
+    """
+    target, rows = metric_rows(
+        session,
+        benchmark,
+        label,
+        detectors,
+        slice_field=slice_field,
+        positive=positive,
+        resamples=resamples,
+        seed=seed,
+    )
+    reference = label if (target.positive, target.negative) == KNOWN_TARGETS[0] else "reference"
+    judges = judge_summaries(
+        session, benchmark, reference=reference, resamples=resamples, seed=seed
+    )
+    return {
+        "benchmark": benchmark,
+        "label": label,
+        "positive": target.positive,
+        "negative": target.negative,
+        "target_rule": target.rule,
+        "slice_field": slice_field,
+        "resamples": resamples,
+        "seed": seed,
+        "data_version": get_benchmark(session, benchmark).data_version,
+        "rows": [row.as_dict() for row in rows],
+        "judges": [judge.as_dict() for judge in judges],
+    }

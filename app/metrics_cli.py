@@ -1,0 +1,159 @@
+"""``appellate metrics`` and ``appellate disagreements``: thin wrappers over the metric services."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+from sqlalchemy.orm import Session
+
+from app.db import transaction
+from app.errors import AppellateError
+from app.services.disagreements import MODES, disagreements
+from app.services.metrics import INTERVAL_METRICS, metrics_report
+from app.settings import Settings
+from app.store import Store
+
+__all__ = ["disagreements_command", "metrics_command", "register"]
+
+LabelOption = Annotated[str, typer.Option("--label", "-l", help="Label set to compare with.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+PositiveOption = Annotated[
+    str | None,
+    typer.Option("--positive", help="Positive class (default: A for A/B sets, 1 for 1/0 sets)."),
+]
+
+
+def _read(work: Callable[[Session], Any]) -> Any:
+    """Run ``work`` in one transaction; domain errors become one line on stderr and exit 2."""
+    store = Store.open(Settings())
+    try:
+        with transaction(store.factory) as session:
+            return work(session)
+    except AppellateError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    finally:
+        store.close()
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def _ci(interval: list[float] | None) -> str:
+    return "" if interval is None else f" [{interval[0]:.3f}, {interval[1]:.3f}]"
+
+
+def _print_report(report: dict[str, Any]) -> None:
+    typer.echo(
+        f"{report['benchmark']} against {report['label']} (positive {report['positive']!r}), "
+        f"{report['resamples']} group-bootstrap resamples, seed {report['seed']}"
+    )
+    for row in report["rows"]:
+        cells = [f"{m} {_num(row[m])}{_ci(row[f'{m}_ci'])}" for m in INTERVAL_METRICS]
+        where = "" if row["slice"] is None else f" [{row['slice']}]"
+        typer.echo(
+            f"{row['detector']}{where}: n {row['n']}, prevalence {_num(row['prevalence'])}, "
+            + ", ".join(cells)
+        )
+    for judge in report["judges"]:
+        typer.echo(
+            f"judge {judge['judge']}: pairs {judge['pairs']}, retained {judge['retained']}, "
+            f"flips {judge['flips']}, flip rate {_num(judge['flip_rate'])}"
+            f"{_ci(judge['flip_rate_ci'])}, accuracy AB {_num(judge['accuracy_ab'])}, "
+            f"both orders {_num(judge['accuracy_both_orders'])}, agreement flip "
+            f"{_num(judge['agreement_flip'])} / non-flip {_num(judge['agreement_nonflip'])}"
+        )
+
+
+def metrics_command(
+    benchmark: Annotated[str, typer.Argument(help="Benchmark name.")],
+    label: LabelOption = "reference",
+    detector: Annotated[
+        list[str] | None,
+        typer.Option("--detector", "-d", help="Detector (repeatable; default: all with scores)."),
+    ] = None,
+    slice_field: Annotated[
+        str | None, typer.Option("--slice", help="Payload field for per-slice rows.")
+    ] = None,
+    resamples: Annotated[int, typer.Option("--resamples", help="Bootstrap resamples.")] = 2000,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap root seed.")] = 0,
+    positive: PositiveOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Detector metrics with group-bootstrap 95% intervals, and the pairwise judge summary."""
+    report = _read(
+        lambda s: metrics_report(
+            s,
+            benchmark,
+            label,
+            detector,
+            slice_field=slice_field,
+            positive=positive,
+            resamples=resamples,
+            seed=seed,
+        )
+    )
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        _print_report(report)
+
+
+def disagreements_command(
+    benchmark: Annotated[str, typer.Argument(help="Benchmark name.")],
+    detector: Annotated[
+        list[str],
+        typer.Option("--detector", "-d", help="Detector (repeat for consensus mode)."),
+    ],
+    label: LabelOption = "reference",
+    min_confidence: Annotated[
+        float | None,
+        typer.Option(
+            "--min-confidence", help="Cut on P(other class) (default 0.8; cleanlab: none)."
+        ),
+    ] = None,
+    mode: Annotated[
+        str, typer.Option("--mode", help="threshold | cleanlab | consensus | judge-orders")
+    ] = "threshold",
+    k: Annotated[
+        int | None, typer.Option("--k", help="Consensus: detectors that must disagree.")
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Show at most N items.")] = None,
+    positive: PositiveOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Items where detectors confidently contradict the labels, or a judge its other order."""
+    if mode not in MODES:
+        raise typer.BadParameter(f"choose from {', '.join(MODES)}", param_hint="--mode")
+    found = _read(
+        lambda s: disagreements(
+            s,
+            benchmark,
+            detector,
+            label=label,
+            mode=mode,
+            min_confidence=min_confidence,
+            k=k,
+            positive=positive,
+            limit=limit,
+        ).as_dict()
+    )
+    if as_json:
+        typer.echo(json.dumps(found, indent=2))
+        return
+    typer.echo(f"{found['total']} item(s), {mode} mode, label {found['label']}")
+    for item in found["items"]:
+        typer.echo(
+            f"{item['external_id']}\tlabel {item['label']}\tscore {_num(item['score'])}\t"
+            f"confidence {_num(item['confidence'])}\t{item['reason']}"
+        )
+
+
+def register(cli: typer.Typer) -> None:
+    """Add the ``metrics`` and ``disagreements`` commands to the ``appellate`` app."""
+    cli.command("metrics")(metrics_command)
+    cli.command("disagreements")(disagreements_command)
