@@ -245,7 +245,7 @@ def judge_summaries(
 
     def compute() -> list[JudgeSummary]:
         orders = judge_orders(session, bench)
-        names = dict(session.execute(select(Detector.id, Detector.name)).tuples().all())
+        names = dict(session.execute(select(Detector.id, Detector.name)).all())
         q = select(Instance.id, Instance.group_key, current_label_subquery(reference)).where(
             Instance.benchmark_id == bench.id
         )

@@ -291,7 +291,7 @@ def _ab_choices(session: Session, items: LabelledItems) -> list[str] | None:
             Instance.benchmark_id == items.benchmark.id,
         )
     )
-    by_instance = dict(session.execute(q).tuples().all())
+    by_instance = dict(session.execute(q).all())
     return [by_instance.get(int(i), "none") for i in items.instance_ids]
 
 
