@@ -253,6 +253,7 @@ def test_bad_filters_answer_422_with_a_message(
     r = client.get(f"/benchmarks/jb-mini?{query}")
     assert r.status_code == 422
     assert message in r.text
+    assert '<a href="/benchmarks/jb-mini">Clear the filters</a>' in r.text
     frag = client.get(f"/benchmarks/jb-mini?{query}", headers=HX)
     assert frag.status_code == 422
     assert frag.text.lstrip().startswith('<section id="results" class="error-box"')

@@ -23,10 +23,12 @@ def _wants_json(request: Request) -> bool:
 
 
 def _html_error(request: Request, status: int, title: str, messages: list[str]) -> Response:
+    # A bad filter keeps its page: offer the same path without the query string.
+    clear = request.url.path if status == 422 else None
     return render(
         request,
         "error.html",
-        {"status": status, "title": title, "messages": messages},
+        {"status": status, "title": title, "messages": messages, "clear_url": clear},
         fragment="_error.html",
         status_code=status,
     )
