@@ -18,6 +18,7 @@ from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
 from app.services.flips import flip_value
 from app.services.labels import current_label_subquery
+from app.services.metrics import data_key
 from app.stats import _validate
 from app.stats.bootstrap import bootstrap_mean
 from app.tables import Benchmark, Choice, Detector, Instance, Judgment, Order
@@ -235,8 +236,7 @@ def judge_summaries(
     bench = get_benchmark(session, benchmark)
     key = (
         "judge-summaries",
-        bench.id,
-        bench.data_version,
+        *data_key(session, bench),
         reference,
         tuple(judges or ()),
         resamples,

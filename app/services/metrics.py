@@ -19,7 +19,6 @@ from app.errors import InvalidInput, NotFound
 from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
 from app.services.flips import FLIP_PREFIX
-from app.services.judge_summary import judge_summaries
 from app.services.labels import current_label_subquery
 from app.services.payload_fields import payload_text
 from app.stats import _validate
@@ -34,6 +33,7 @@ __all__ = [
     "LabelledItems",
     "MetricRow",
     "binary_target",
+    "data_key",
     "detector_scores",
     "get_detector",
     "load_labelled",
@@ -226,6 +226,20 @@ def load_labelled(
 
 def _slice_text(value: Any) -> str:
     return MISSING_SLICE if value is None or value == "" else str(value)
+
+
+def data_key(session: Session, benchmark: Benchmark) -> tuple[Hashable, ...]:
+    """What identifies a benchmark's data in a process-wide cache.
+
+    The database URL and creation time guard against another store, or a deleted benchmark
+    whose id was reused, sharing a key; ``data_version`` changes with every write.
+    """
+    return (
+        str(session.get_bind().engine.url),
+        benchmark.id,
+        str(benchmark.created_at),
+        benchmark.data_version,
+    )
 
 
 def get_detector(session: Session, name: str) -> Detector:
@@ -514,8 +528,7 @@ def metric_rows(
 
         key: Hashable = (
             "metric-rows",
-            bench.id,
-            bench.data_version,
+            *data_key(session, bench),
             label,
             items.target.positive,
             detector.id,
@@ -562,6 +575,9 @@ def metrics_report(
         resamples=resamples,
         seed=seed,
     )
+    # Imported here: judge_summary imports this module for data_key.
+    from app.services.judge_summary import judge_summaries
+
     reference = label if (target.positive, target.negative) == KNOWN_TARGETS[0] else "reference"
     judges = judge_summaries(
         session, benchmark, reference=reference, resamples=resamples, seed=seed
