@@ -8,6 +8,7 @@ import typer
 
 from app.demo import BUNDLED_DATA, load_demo_data
 from app.ingest.cli import import_app
+from app.metrics_cli import register as register_metrics
 from app.settings import Settings
 from app.store import Store
 from workers.cli import models_app
@@ -17,6 +18,7 @@ db_app = typer.Typer(no_args_is_help=True, help="Database maintenance.")
 cli.add_typer(db_app, name="db")
 cli.add_typer(import_app, name="import")
 cli.add_typer(models_app, name="models")
+register_metrics(cli)
 
 
 @db_app.command("upgrade")
