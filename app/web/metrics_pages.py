@@ -261,13 +261,13 @@ def metrics_page(
 
 
 def fmt_ci(ci: list[float] | None, digits: int = 3) -> str:
-    """``[low, high]`` as ``low–high`` for the muted interval text; ``""`` when absent."""
+    """``[low, high]`` as ``low-high`` (en dash) for the muted interval; ``""`` when absent."""
     if not ci:
         return ""
     low, high = ci
     if not (math.isfinite(low) and math.isfinite(high)):
         return ""
-    return f"{low:.{digits}f}–{high:.{digits}f}"
+    return f"{low:.{digits}f}\u2013{high:.{digits}f}"
 
 
 def _disagreement_list(

@@ -1,4 +1,4 @@
-"""Server-made inline SVG plots for the metrics page: ROC, precision-recall, reliability, histograms.
+"""Server-made inline SVG for the metrics page: ROC, precision-recall, reliability, histograms.
 
 No JavaScript: each function takes the JSON-safe output of :mod:`app.stats.calibration` and
 returns an ``<svg>`` element as :class:`markupsafe.Markup`. Every piece of text that comes from
@@ -74,7 +74,7 @@ def _axes(x_label: str, y_label: str, y_max: float = 1.0, y_ticks: Sequence[floa
         )
     for t in y_ticks:
         fy = t / y_max if y_max else 0.0
-        label = f"{t:g}" if y_max == 1.0 else f"{int(round(t)):d}"
+        label = f"{t:g}" if y_max == 1.0 else f"{round(t):d}"
         parts.append(
             f'<line class="tick" x1="{_x(0) - 4:.1f}" y1="{_y(fy):.1f}" x2="{_x(0):.1f}" '
             f'y2="{_y(fy):.1f}"/><text class="tick-label" x="{_x(0) - 6:.1f}" '
