@@ -98,15 +98,21 @@ def _legend(names: Sequence[str], *, bottom: bool) -> str:
     for i, name in enumerate(names):
         y = y0 + 14 * i
         parts.append(
-            f'<g class="legend-item"><line x1="{_x(0.42):.1f}" y1="{y:.1f}" x2="{_x(0.48):.1f}" '
+            f'<g class="legend-item"><line x1="{_x(0.28):.1f}" y1="{y:.1f}" x2="{_x(0.34):.1f}" '
             f'y2="{y:.1f}" stroke="{colour(i)}" stroke-width="3"/>'
-            f'<text class="legend-label" x="{_x(0.5):.1f}" y="{y + 3:.1f}">'
+            f'<text class="legend-label" x="{_x(0.36):.1f}" y="{y + 3:.1f}">'
             f"{escape(_short(name))}</text></g>"
         )
-    return '<g class="legend">' + "".join(parts) + "</g>"
+    # A white box behind the entries keeps them readable where a curve passes underneath.
+    box = (
+        f'<rect class="legend-box" x="{_x(0.26):.1f}" y="{y0 - 8:.1f}" '
+        f'width="{_x(1) - _x(0.26):.1f}" height="{14 * len(names) + 2}" fill="#fff" '
+        'fill-opacity="0.85"/>'
+    )
+    return '<g class="legend">' + box + "".join(parts) + "</g>"
 
 
-def _short(name: str, limit: int = 34) -> str:
+def _short(name: str, limit: int = 32) -> str:
     # Long detector names (org/model paths) would run off the plot; the tail is the model.
     return name if len(name) <= limit else "…" + name[-(limit - 1) :]
 
