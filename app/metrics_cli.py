@@ -116,9 +116,11 @@ def disagreements_command(
             "--min-confidence", help="Cut on P(other class) (default 0.8; cleanlab: none)."
         ),
     ] = None,
-    mode: Annotated[
-        str, typer.Option("--mode", help="threshold | cleanlab | consensus | judge-orders")
-    ] = "threshold",
+    mode: Annotated[str, typer.Option("--mode", help=" | ".join(MODES))] = "threshold",
+    judge: Annotated[
+        str | None,
+        typer.Option("--judge", help="detector-vs-judge: judge whose AB choice is compared."),
+    ] = None,
     k: Annotated[
         int | None, typer.Option("--k", help="Consensus: detectors that must disagree.")
     ] = None,
@@ -126,7 +128,11 @@ def disagreements_command(
     positive: PositiveOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Items where detectors confidently contradict the labels, or a judge its other order."""
+    """Items where detectors confidently contradict the labels, a judge, or a judge's other order.
+
+    ``--mode detector-vs-judge --judge NAME`` compares the detector's P(A) with the judge's AB
+    choice.
+    """
     if mode not in MODES:
         raise typer.BadParameter(f"choose from {', '.join(MODES)}", param_hint="--mode")
     found = _read(
@@ -140,6 +146,7 @@ def disagreements_command(
             k=k,
             positive=positive,
             limit=limit,
+            judge=judge,
         ).as_dict()
     )
     if as_json:

@@ -1,7 +1,8 @@
 """Confident disagreements: items where detectors contradict a label set, or a judge itself.
 
 Modes: ``threshold`` (one detector, fixed cut), ``cleanlab`` (confident learning with per-class
-thresholds), ``consensus`` (at least k detectors) and ``judge-orders`` (AB vs BA flips).
+thresholds), ``consensus`` (at least k detectors), ``judge-orders`` (AB vs BA flips) and
+``detector-vs-judge`` (a score detector's P(A) against a judge's AB-order choice).
 """
 
 from __future__ import annotations
@@ -22,13 +23,19 @@ from app.services.flips import flip_value
 from app.services.judge_summary import OrderedJudgment, judge_orders
 from app.services.labels import current_label_subquery
 from app.services.metrics import LabelledItems, detector_scores, get_detector, load_labelled
-from app.tables import Benchmark, Instance, Order
+from app.tables import Benchmark, Choice, Instance, Order, Score
 
 __all__ = ["DEFAULT_MIN_CONFIDENCE", "MODES", "Disagreement", "DisagreementList", "disagreements"]
 
-MODES: tuple[str, ...] = ("threshold", "cleanlab", "consensus", "judge-orders")
+MODES: tuple[str, ...] = (
+    "threshold",
+    "cleanlab",
+    "consensus",
+    "judge-orders",
+    "detector-vs-judge",
+)
 DEFAULT_MIN_CONFIDENCE = 0.8
-"""Default cut on the probability of the other class (threshold and consensus modes)."""
+"""Default cut on the probability of the other class (threshold, consensus, detector-vs-judge)."""
 
 
 @dataclass(frozen=True)
@@ -36,10 +43,11 @@ class Disagreement:
     """One ranked item.
 
     ``score`` is the detector's P(positive class) (the mean over the disagreeing detectors in
-    consensus mode; in judge-orders mode P(A) from the AB verdict logits, when present);
+    consensus mode; in judge-orders mode P(A) from the AB verdict logits, when present; in
+    detector-vs-judge mode the detector's P(A));
     ``confidence`` is what the list is ranked by (the probability of the class opposite to the
     label; in judge-orders mode the smaller of the two orders' verbalised confidences, or of
-    their verdict-logit margins).
+    their verdict-logit margins; in detector-vs-judge mode the detector's ``max(p, 1 - p)``).
     """
 
     instance_id: int
@@ -73,6 +81,7 @@ class DisagreementList:
     k: int | None
     total: int
     items: list[Disagreement]
+    judge: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON object of ``appellate disagreements --json``."""
@@ -84,6 +93,7 @@ class DisagreementList:
             "positive": self.positive,
             "min_confidence": self.min_confidence,
             "k": self.k,
+            "judge": self.judge,
             "total": self.total,
             "items": [item.as_dict() for item in self.items],
         }
@@ -91,15 +101,20 @@ class DisagreementList:
 
 def _probabilities(session: Session, name: str, items: LabelledItems) -> NDArray[np.float64]:
     p = detector_scores(session, get_detector(session, name), items)
+    _check_probabilities(name, p, "the labelled items")
+    return p
+
+
+def _check_probabilities(name: str, p: NDArray[np.float64], where: str) -> None:
+    """Raise :class:`InvalidInput` unless ``p`` has a finite score and all lie in [0, 1]."""
     finite = p[~np.isnan(p)]
     if finite.size == 0:
-        raise InvalidInput(f"detector {name!r} has no scores on the labelled items")
+        raise InvalidInput(f"detector {name!r} has no scores on {where}")
     if finite.min() < 0.0 or finite.max() > 1.0:
         raise InvalidInput(
             f"detector {name!r} scores are not probabilities in [0, 1]; disagreement modes "
             "read them as P(positive class)"
         )
-    return p
 
 
 def _against_label(items: LabelledItems, p: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -233,10 +248,7 @@ def _judge_orders_mode(
         measure, ranked_by = _margin, "verdict-logit margin"
     else:
         measure, ranked_by = (lambda j: None), None
-    q = select(Instance.id, Instance.external_id, current_label_subquery(label)).where(
-        Instance.id.in_(list(flipped))
-    )
-    info = {iid: (ext, value) for iid, ext, value in session.execute(q)}
+    info = _instance_info(session, list(flipped), label)
     out = []
     for iid, (ab, ba) in flipped.items():
         values = [measure(ab), measure(ba)]
@@ -248,6 +260,59 @@ def _judge_orders_mode(
             reason += f"; {ranked_by} AB/BA = {shown}"
         ext, value = info[iid]
         out.append(Disagreement(iid, ext, value, _p_a(ab), certainty, reason))
+    return out
+
+
+def _instance_info(
+    session: Session, instance_ids: list[int], label: str
+) -> dict[int, tuple[str, str | None]]:
+    """``{instance_id: (external_id, current value of label or None)}``."""
+    q = select(Instance.id, Instance.external_id, current_label_subquery(label)).where(
+        Instance.id.in_(instance_ids)
+    )
+    return {iid: (ext, value) for iid, ext, value in session.execute(q)}
+
+
+def _detector_vs_judge_mode(
+    session: Session, bench: Benchmark, detector: str, judge: str, label: str, cut: float
+) -> list[Disagreement]:
+    """Items where ``detector`` confidently prefers the identity the judge's AB order did not.
+
+    The detector's score is P(A better); its implied choice is A when ``p >= 0.5``, else B, and
+    it is confident when ``max(p, 1 - p) >= cut``. Rule for the judge's AB choice: ``invalid``
+    is skipped (no verdict to contradict); ``tie`` counts as a disagreement with any confident
+    detector. Items without an AB judgment or a score are skipped.
+    """
+    scorer = get_detector(session, detector)
+    judge_row = get_detector(session, judge)
+    per_instance = judge_orders(session, bench, [judge_row.id]).get(judge_row.id, {})
+    ab = {iid: per[Order.AB.value] for iid, per in per_instance.items() if Order.AB.value in per}
+    if not ab:
+        raise InvalidInput(f"detector {judge!r} has no AB-order judgments on {bench.name!r}")
+    q = (
+        select(Score.instance_id, Score.score)
+        .join(Instance, Instance.id == Score.instance_id)
+        .where(Score.detector_id == scorer.id, Instance.benchmark_id == bench.id)
+    )
+    scores = {int(iid): float(score) for iid, score in session.execute(q) if score is not None}
+    _check_probabilities(
+        detector, np.fromiter(scores.values(), dtype=np.float64, count=len(scores)), bench.name
+    )
+    hits: dict[int, tuple[float, float, str, str]] = {}
+    for iid, judgment in ab.items():
+        p = scores.get(iid)
+        if p is None or math.isnan(p) or judgment.choice == Choice.invalid.value:
+            continue
+        confidence = max(p, 1.0 - p)
+        implied = Choice.A.value if p >= 0.5 else Choice.B.value
+        if confidence >= cut and judgment.choice != implied:
+            hits[iid] = (p, confidence, implied, judgment.choice)
+    info = _instance_info(session, list(hits), label)
+    out = []
+    for iid, (p, confidence, implied, choice) in hits.items():
+        ext, value = info[iid]
+        reason = f"{detector} gives P(A) = {p:.3f} (prefers {implied}); {judge} AB chose {choice}"
+        out.append(Disagreement(iid, ext, value, p, confidence, reason))
     return out
 
 
@@ -267,6 +332,7 @@ def disagreements(
     k: int | None = None,
     positive: str | None = None,
     limit: int | None = None,
+    judge: str | None = None,
 ) -> DisagreementList:
     """Items where detectors confidently contradict a label set, ranked, most confident first.
 
@@ -282,7 +348,8 @@ def disagreements(
         Benchmark name.
     detectors
         Detector names: exactly one except in consensus mode (one or more); in judge-orders
-        mode a judge with AB and BA judgments.
+        mode a judge with AB and BA judgments; in detector-vs-judge mode the score detector
+        (scores read as P(A better)).
     label
         Label set the items are compared with (judge-orders mode only shows its value).
     mode
@@ -294,15 +361,21 @@ def disagreements(
         for the other class ``>= min_confidence``; ranked by that count, then mean confidence.
         ``judge-orders``: pairs whose AB and BA choices differ (flips), ranked by the smaller
         verbalised confidence (or verdict-logit margin) of the two orders.
+        ``detector-vs-judge``: items where the detector's confidence ``max(p, 1 - p)`` is
+        ``>= min_confidence`` and its implied choice (A if ``p >= 0.5``, else B) differs from
+        ``judge``'s AB-order choice; an ``invalid`` AB choice is skipped, a ``tie`` counts as a
+        disagreement. Ranked by the detector's confidence.
     min_confidence
         Cut on the probability of the other class, in [0, 1]; default
-        ``DEFAULT_MIN_CONFIDENCE`` for threshold and consensus.
+        ``DEFAULT_MIN_CONFIDENCE`` for threshold, consensus and detector-vs-judge.
     k
         Consensus quorum, 1 <= k <= len(detectors).
     positive
         Explicit positive class of the label set.
     limit
         Keep the first ``limit`` items (``total`` still counts all).
+    judge
+        Judge name (a detector with judgments); detector-vs-judge mode only, and required there.
 
     Returns
     -------
@@ -311,10 +384,11 @@ def disagreements(
     Raises
     ------
     NotFound
-        Unknown benchmark, label set or detector.
+        Unknown benchmark, label set, detector or judge.
     InvalidInput
         Unknown mode, wrong number of detectors, bad cut, quorum or limit, scores that are not
-        probabilities, a non-binary label set.
+        probabilities, a non-binary label set, a judge missing (or given outside
+        detector-vs-judge mode) or without AB-order judgments.
 
     """
     if mode not in MODES:
@@ -334,6 +408,10 @@ def disagreements(
             raise InvalidInput(f"k must lie in [1, {len(names)}], got {k}")
     elif k is not None:
         raise InvalidInput("k applies to consensus mode only")
+    if mode == "detector-vs-judge" and not judge:
+        raise InvalidInput("detector-vs-judge mode needs a judge")
+    if mode != "detector-vs-judge" and judge is not None:
+        raise InvalidInput("judge applies to detector-vs-judge mode only")
     cut = DEFAULT_MIN_CONFIDENCE if min_confidence is None else min_confidence
 
     bench = get_benchmark(session, benchmark)
@@ -341,6 +419,12 @@ def disagreements(
     if mode == "judge-orders":
         found = sorted(_judge_orders_mode(session, bench, names[0], label), key=_rank_key)
         cut_used = None
+    elif mode == "detector-vs-judge":
+        assert judge is not None
+        found = sorted(
+            _detector_vs_judge_mode(session, bench, names[0], judge, label, cut), key=_rank_key
+        )
+        cut_used = cut
     else:
         items = load_labelled(session, bench, label, positive=positive)
         target_positive = items.target.positive
@@ -366,4 +450,5 @@ def disagreements(
         k=k,
         total=len(found),
         items=found if limit is None else found[:limit],
+        judge=judge,
     )

@@ -61,6 +61,9 @@ ConfParam = Annotated[
 ]
 KParam = Annotated[int | None, Blank, Query(ge=1, description="Consensus quorum.")]
 LimitParam = Annotated[int, Query(ge=0, le=1_000_000, description="Most items listed.")]
+JudgeParam = Annotated[
+    str | None, Blank, Query(description="Judge (detector-vs-judge mode; ignored otherwise).")
+]
 
 METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
     ("auroc", "AUROC"),
@@ -279,7 +282,13 @@ def _disagreement_list(
     min_confidence: float | None,
     k: int | None,
     limit: int,
+    judge: str | None = None,
 ) -> dict[str, Any]:
+    """The service's list as a dict.
+
+    ``judge`` is passed on in detector-vs-judge mode only, so a judge left in the URL does not
+    break the other modes.
+    """
     result = disagreements(
         session,
         name,
@@ -289,6 +298,7 @@ def _disagreement_list(
         min_confidence=min_confidence,
         k=k,
         limit=limit,
+        judge=judge if mode == "detector-vs-judge" else None,
     )
     return result.as_dict()
 
@@ -305,15 +315,19 @@ def disagreements_page(
     min_confidence: ConfParam = None,
     k: KParam = None,
     limit: LimitParam = DEFAULT_LIMIT,
+    judge: JudgeParam = None,
 ) -> HTMLResponse:
     """Ranked confident disagreements with links to the items, and a CSV link."""
     chosen = _clean(detector)
     with transaction(store.factory) as session:
         facets = describe_benchmark(session, name, cache)
         label_name = _default_label(facets, label)
+        ready = chosen and (mode != "detector-vs-judge" or judge)
         result = (
-            _disagreement_list(session, name, chosen, label_name, mode, min_confidence, k, limit)
-            if chosen
+            _disagreement_list(
+                session, name, chosen, label_name, mode, min_confidence, k, limit, judge
+            )
+            if ready
             else None
         )
     params = {
@@ -323,6 +337,7 @@ def disagreements_page(
         "min_confidence": min_confidence,
         "k": k,
         "limit": limit if limit != DEFAULT_LIMIT else None,
+        "judge": judge,
     }
     context = {
         "name": name,
@@ -335,6 +350,7 @@ def disagreements_page(
         "min_confidence": min_confidence,
         "k": k,
         "limit": limit,
+        "judge": judge,
         "csv_url": disagreements_url(name, csv_export=True, **params),
         "metrics_url": metrics_url,
     }
@@ -355,6 +371,7 @@ def disagreements_csv(
     min_confidence: ConfParam = None,
     k: KParam = None,
     limit: LimitParam = DEFAULT_LIMIT,
+    judge: JudgeParam = None,
 ) -> Response:
     """The same ranked list as the page, as CSV (one row per item, full-precision numbers)."""
     with transaction(store.factory) as session:
@@ -368,6 +385,7 @@ def disagreements_csv(
             min_confidence,
             k,
             limit,
+            judge,
         )
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
@@ -428,6 +446,7 @@ def api_disagreements(
     min_confidence: ConfParam = None,
     k: KParam = None,
     limit: LimitParam = DEFAULT_LIMIT,
+    judge: JudgeParam = None,
 ) -> dict[str, Any]:
     """The ranked list (the dict of ``appellate disagreements --json``)."""
     with transaction(store.factory) as session:
@@ -441,4 +460,5 @@ def api_disagreements(
             min_confidence,
             k,
             limit,
+            judge,
         )
