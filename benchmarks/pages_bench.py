@@ -34,7 +34,7 @@ if str(ROOT) not in sys.path:
 
 from app.services.browse import benchmark_view  # noqa: E402
 from app.services.cache import VersionedCache  # noqa: E402
-from app.services.facets import benchmark_facets, get_benchmark  # noqa: E402
+from app.services.facets import benchmark_facets, get_benchmark, version_key  # noqa: E402
 from app.services.instance_filter import (  # noqa: E402
     FlipState,
     InstanceFilter,
@@ -383,7 +383,7 @@ def _cold_costs(store: Store) -> dict[str, float]:
 
         def fresh() -> VersionedCache:
             cache = VersionedCache()
-            cache.get_or_compute(("facets", bench.id, bench.data_version), lambda: facets)
+            cache.get_or_compute(("facets", *version_key(bench)), lambda: facets)
             return cache
 
         views = {**FILTERS, **{k: InstanceFilter(q=v) for k, v in SEARCHES.items()}}

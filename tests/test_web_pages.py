@@ -282,3 +282,39 @@ def test_pages_follow_data_version(client: TestClient, factory: sessionmaker[Ses
 def test_static_assets_are_served(client: TestClient) -> None:
     assert client.get("/static/app.css").status_code == 200
     assert client.get("/static/vendor/htmx.min.js").status_code == 200
+
+
+def test_a_recreated_benchmark_is_not_served_from_cache(
+    client: TestClient, factory: sessionmaker[Session]
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import delete
+
+    from app.db import transaction
+    from app.tables import Benchmark, Instance
+
+    assert len(row_ids(client.get("/benchmarks/truth-mini").text)) == 4
+    assert client.get("/api/benchmarks/truth-mini").json()["summary"]["instances"] == 4
+    with transaction(factory) as session:
+        old = session.query(Benchmark).filter_by(name="truth-mini").one()
+        same_id, same_version = old.id, old.data_version
+        # The database cascades to the instances, labels and scores.
+        session.execute(delete(Benchmark).where(Benchmark.id == same_id))
+        session.expunge(old)
+        # Same id and data version, as a store recreated under a running server would give.
+        new = Benchmark(
+            id=same_id,
+            name="truth-mini",
+            kind="statement",
+            data_version=same_version,
+            created_at=datetime.now(UTC) + timedelta(seconds=1),
+        )
+        session.add(new)
+        session.flush()
+        session.add(
+            Instance(benchmark_id=new.id, external_id="only-one", group_key="g", payload={})
+        )
+    assert row_ids(client.get("/benchmarks/truth-mini").text) == {"only-one"}
+    facets = client.get("/api/benchmarks/truth-mini").json()
+    assert (facets["summary"]["instances"], facets["label_sets"]) == (1, [])

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
 
 from app.services.cache import VersionedCache
-from app.services.facets import BenchmarkFacets, benchmark_facets, get_benchmark
+from app.services.facets import BenchmarkFacets, benchmark_facets, get_benchmark, version_key
 from app.services.instance_filter import (
     InstanceFilter,
     filter_conditions,
@@ -140,7 +140,7 @@ def benchmark_view(
     elif cache is None:
         total = count()
     else:
-        total = cache.get_or_compute(("count", bench.id, bench.data_version, flt), count)
+        total = cache.get_or_compute(("count", *version_key(bench), flt), count)
     plan_for_one_page(session)
     # The page is chosen by external id alone: the unique (benchmark_id, external_id) index
     # answers it without reading table rows (PostgreSQL cannot cover `id` with it).

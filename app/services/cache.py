@@ -1,7 +1,8 @@
 """A small thread-safe memo for derived read results, keyed on a benchmark's ``data_version``.
 
 Writers bump ``Benchmark.data_version`` whenever instances, labels, judgments or scores change,
-so a key that contains it can never serve a stale value; old versions simply age out.
+so a key that contains it (see ``facets.version_key``) can never serve a stale value; old
+versions simply age out.
 """
 
 from __future__ import annotations

@@ -130,6 +130,15 @@ def get_benchmark(session: Session, name: str) -> Benchmark:
     return bench
 
 
+def version_key(bench: Benchmark) -> tuple[int, int, str]:
+    """What cached reads of ``bench`` depend on: its data version, and its identity.
+
+    The creation time tells a benchmark from an earlier one that reused its id (a store
+    recreated under a running server, a deleted and re-imported benchmark).
+    """
+    return (bench.id, bench.data_version, bench.created_at.isoformat())
+
+
 def benchmark_facets(
     session: Session, bench: Benchmark, cache: VersionedCache | None = None
 ) -> BenchmarkFacets:
@@ -151,7 +160,7 @@ def benchmark_facets(
     """
     if cache is None:
         return _compute_facets(session, bench)
-    key = ("facets", bench.id, bench.data_version)
+    key = ("facets", *version_key(bench))
     return cache.get_or_compute(key, lambda: _compute_facets(session, bench))
 
 
