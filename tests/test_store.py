@@ -104,3 +104,12 @@ def test_two_processes_write_side_by_side(
             ).all()
         )
     assert counts == {"w0": 150, "w1": 150}
+
+
+def test_postgresql_sessions_run_without_jit(engine: object, dialect: str) -> None:
+    if dialect != "postgresql":
+        # SQLite has no JIT; the pragmas test covers its connection set-up.
+        assert engine.dialect.name == "sqlite"  # type: ignore[attr-defined]
+        return
+    with engine.connect() as conn:  # type: ignore[attr-defined]
+        assert conn.exec_driver_sql("SHOW jit").scalar() == "off"
