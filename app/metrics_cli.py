@@ -3,18 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
-from sqlalchemy.orm import Session
 
-from app.db import transaction
-from app.errors import AppellateError
+from app.cli_support import in_store
 from app.services.disagreements import MODES, disagreements
 from app.services.metrics import INTERVAL_METRICS, metrics_report
-from app.settings import Settings
-from app.store import Store
 
 __all__ = ["disagreements_command", "metrics_command", "register"]
 
@@ -24,19 +19,6 @@ PositiveOption = Annotated[
     str | None,
     typer.Option("--positive", help="Positive class (default: A for A/B sets, 1 for 1/0 sets)."),
 ]
-
-
-def _read(work: Callable[[Session], Any]) -> Any:
-    """Run ``work`` in one transaction; domain errors become one line on stderr and exit 2."""
-    store = Store.open(Settings())
-    try:
-        with transaction(store.factory) as session:
-            return work(session)
-    except AppellateError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    finally:
-        store.close()
 
 
 def _num(value: float | None) -> str:
@@ -85,7 +67,7 @@ def metrics_command(
     as_json: JsonOption = False,
 ) -> None:
     """Detector metrics with group-bootstrap 95% intervals, and the pairwise judge summary."""
-    report = _read(
+    report = in_store(
         lambda s: metrics_report(
             s,
             benchmark,
@@ -135,7 +117,7 @@ def disagreements_command(
     """
     if mode not in MODES:
         raise typer.BadParameter(f"choose from {', '.join(MODES)}", param_hint="--mode")
-    found = _read(
+    found = in_store(
         lambda s: disagreements(
             s,
             benchmark,

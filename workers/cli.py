@@ -6,17 +6,14 @@ Importing this module stays cheap: torch and transformers load inside the comman
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
 
-from app.db import transaction
-from app.errors import AppellateError
+from app.cli_support import in_store
 from app.services.language_models import list_language_models, register_language_model
 from app.settings import Settings
-from app.store import Store
 from app.tables import LanguageModel
 from workers.models import (
     ModelInfo,
@@ -30,19 +27,6 @@ from workers.models import (
 models_app = typer.Typer(no_args_is_help=True, help="Register and list local language models.")
 
 T = TypeVar("T")
-
-
-def _in_store(work: Callable[[Any], T]) -> T:
-    """Run ``work(session)`` in one transaction; domain errors become one line and exit 2."""
-    store = Store.open(Settings())
-    try:
-        with transaction(store.factory) as session:
-            return work(session)
-    except AppellateError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    finally:
-        store.close()
 
 
 def _describe_or_exit(path: str | Path, data_dir: Path) -> ModelInfo:
@@ -69,7 +53,7 @@ def _register(
             details=details,
         )
 
-    model = _in_store(work)
+    model = in_store(work)
     typer.echo(
         f"model {model.name}: {model.n_layers} blocks, d_model {model.d_model}, "
         f"{model.fingerprint[:19]}, {model.path}"
@@ -131,7 +115,7 @@ def list_models(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON array.")] = False,
 ) -> None:
     """Registered language models."""
-    rows = _in_store(lambda s: [_row(m) for m in list_language_models(s)])
+    rows = in_store(lambda s: [_row(m) for m in list_language_models(s)])
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
         return

@@ -9,15 +9,12 @@ from typing import Annotated
 import typer
 from sqlalchemy.orm import Session
 
-from app.db import transaction
-from app.errors import AppellateError
+from app.cli_support import in_store
 from app.ingest.judgebench import import_judgebench
 from app.ingest.mtbench import import_mtbench
 from app.ingest.records import ImportSummary
 from app.ingest.statements import import_statements
 from app.ingest.table import import_table
-from app.settings import Settings
-from app.store import Store
 
 import_app = typer.Typer(
     no_args_is_help=True, help="Import benchmarks, labels, judgments and scores."
@@ -29,18 +26,8 @@ BenchmarkOption = Annotated[
 
 
 def _run(work: Callable[[Session], list[ImportSummary]]) -> None:
-    """One transaction around ``work``; domain errors become one line on stderr and exit 2."""
-    settings = Settings()
-    store = Store.open(settings)
-    try:
-        with transaction(store.factory) as session:
-            summaries = work(session)
-    except AppellateError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    finally:
-        store.close()
-    for summary in summaries:
+    """One transaction around ``work``, then one summary line per importer call."""
+    for summary in in_store(work):
         typer.echo(summary.line())
 
 
