@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import uvicorn
 from playwright import sync_api as playwright_api
 
-from app.main import create_app
 from app.settings import Settings
 from app.store import Store
 from tests import factories as f
+from tests.live_server import live_server
 
 pytestmark = pytest.mark.browser
 
@@ -30,12 +27,6 @@ ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -57,20 +48,8 @@ def base_url(tmp_path: Path) -> Iterator[str]:
     settings = Settings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path / 'browser.sqlite3'}")
     store = Store.open(settings)
     f.seed_benchmarks(store.factory)
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(settings), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with live_server(settings) as url:
+        yield url
     store.close()
 
 

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-import uvicorn
 
 from app import migrate
 from app.db import make_engine, session_factory, transaction
 from app.ingest.judgebench import import_judgebench
-from app.main import create_app
 from app.settings import Settings
-from tests.test_browser import browser, free_port
+from tests.live_server import live_server
+from tests.test_browser import browser
 from tests.test_ingest_helpers import O1_MINI, O1_MINI_JUDGE, PAIRS_GPT4O, REWARD_OUTPUTS
 
 pytest.importorskip("playwright.sync_api")
@@ -39,20 +36,8 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with transaction(session_factory(engine)) as session:
         import_judgebench(session, [PAIRS_GPT4O], outputs=[O1_MINI, *REWARD_OUTPUTS])
     engine.dispose()
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(settings), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with live_server(settings) as url:
+        yield url
 
 
 def test_metrics_page_renders_plots(browser: object, base_url: str) -> None:
