@@ -12,6 +12,7 @@ from app.metrics_cli import register as register_metrics
 from app.settings import Settings
 from app.store import Store
 from workers.cli import models_app
+from workers.jobs_cli import register as register_jobs
 
 cli = typer.Typer(no_args_is_help=True, help="Audit benchmark labels and detector disagreements.")
 db_app = typer.Typer(no_args_is_help=True, help="Database maintenance.")
@@ -19,6 +20,7 @@ cli.add_typer(db_app, name="db")
 cli.add_typer(import_app, name="import")
 cli.add_typer(models_app, name="models")
 register_metrics(cli)
+register_jobs(cli)
 
 
 @db_app.command("upgrade")

@@ -345,33 +345,42 @@ def _first_tensor(value: Any) -> torch.Tensor:
     return value if hasattr(value, "shape") else value[0]
 
 
-class _Recorder:
+class LayerRecorder:
     """Hooks that keep row ``rows[b]`` of each needed layer for every batch item ``b``.
 
-    A pre-hook on block 0 reads layer 0 and a forward hook on block ``i - 1`` reads layer ``i``;
-    the hook of the deepest needed block raises :class:`_StopForward`, so later blocks, the final
-    norm and the LM head never run. Hooks depend only on the block list and each block's first
-    input/output, which Llama, Qwen3, GPT-2 and most HF decoders share; calling the blocks
-    ourselves would copy every architecture's mask, rotary and position-embedding code.
+    A pre-hook on block 0 reads layer 0 and a forward hook on block ``i - 1`` reads layer ``i``.
+    With ``stop`` the hook of the deepest needed block raises :class:`_StopForward`, so later
+    blocks, the final norm and the LM head never run; without it the forward completes (the
+    judge needs its logits) and each forward overwrites ``kept``. ``rows = None`` keeps the last
+    position of every row, which is the newest token during left-padded generation.
+
+    Hooks depend only on the block list and each block's first input/output, which Llama, Qwen3,
+    GPT-2 and most HF decoders share; calling the blocks ourselves would copy every
+    architecture's mask, rotary and position-embedding code.
     """
 
-    def __init__(self, blocks: torch.nn.ModuleList, layers: list[int]) -> None:
+    def __init__(
+        self, blocks: torch.nn.ModuleList, layers: list[int], *, stop: bool = True
+    ) -> None:
         self.layers = layers
         self.deepest = max(layers)
         self.rows: torch.Tensor | None = None
         self.kept: list[torch.Tensor | None] = [None] * len(layers)
         self._handles: list[Any] = []
+        self.stop_at_embeddings = stop and self.deepest == 0
         column = {layer: col for col, layer in enumerate(layers)}
         if 0 in column:
             pre = blocks[0].register_forward_pre_hook(self._pre_hook(column[0]), with_kwargs=True)
             self._handles.append(pre)
         for layer in range(1, self.deepest + 1):
             if layer in column or layer == self.deepest:
-                hook = self._post_hook(column.get(layer), stop=layer == self.deepest)
+                hook = self._post_hook(column.get(layer), stop=stop and layer == self.deepest)
                 self._handles.append(blocks[layer - 1].register_forward_hook(hook))
 
     def _keep(self, col: int | None, hidden: torch.Tensor) -> None:
-        if col is not None:
+        if col is not None and self.rows is None:
+            self.kept[col] = hidden[:, -1]
+        elif col is not None:
             assert self.rows is not None
             rows = self.rows.to(hidden.device)
             self.kept[col] = hidden[_batch_index(rows), rows]
@@ -379,7 +388,7 @@ class _Recorder:
     def _pre_hook(self, col: int) -> Any:
         def hook(_module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             self._keep(col, args[0] if args else kwargs["hidden_states"])
-            if self.deepest == 0:
+            if self.stop_at_embeddings:
                 raise _StopForward
 
         return hook
@@ -393,6 +402,7 @@ class _Recorder:
         return hook
 
     def remove(self) -> None:
+        """Detach every hook."""
         for handle in self._handles:
             handle.remove()
 
@@ -416,7 +426,7 @@ def _numpy_dtype(output_dtype: OutputDtype, model_dtype: torch.dtype) -> np.dtyp
     return np.dtype(np.float32)
 
 
-def _run_batch(model: PreTrainedModel, batch: CaptureBatch, recorder: _Recorder) -> None:
+def _run_batch(model: PreTrainedModel, batch: CaptureBatch, recorder: LayerRecorder) -> None:
     """One forward of the model's base over ``batch``, ended by ``recorder``'s stop hook."""
     device = model.get_input_embeddings().weight.device
     recorder.rows = batch.rows.to(device)
@@ -473,7 +483,7 @@ def iter_capture(
         padding_side=padding_side,
         pad_token_id=pad_token_id,
     )
-    recorder = _Recorder(blocks, wanted)
+    recorder = LayerRecorder(blocks, wanted)
     was_training = model.training
     model.eval()  # dropout would make captures random
     try:
@@ -540,7 +550,7 @@ def capture(
 
     The forward runs the model's base (no LM head, so no logits) with ``use_cache=False``;
     hooks on the decoder blocks keep one row per item and stop the forward after the deepest
-    needed block (see ``_Recorder``).
+    needed block (see ``LayerRecorder``).
 
     """
     import torch
