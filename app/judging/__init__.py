@@ -1,1 +1,1 @@
-"""Pairwise judging shared by the CLI, the web form and the workers: protocol, parameters, results."""
+"""Pairwise judging shared by the CLI, the web form and the workers."""
