@@ -18,6 +18,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8000
     page_size: int = 50
+    # Threads that serve the instance table and instance pages (app/web/lane.py): page work
+    # is CPU-bound under one GIL, and more threads only pass the GIL around.
+    page_threads: int = Field(default=2, ge=1)
     sqlite_busy_timeout_ms: int = 30_000
 
     @property

@@ -14,6 +14,7 @@ from app.services.instance_filter import InstanceFilter
 from app.services.instances import InstanceDetail, instance_detail
 from app.web.deps import ReadCache, StoreDep
 from app.web.filters import instance_filter
+from app.web.lane import Lane
 
 router = APIRouter(prefix="/api", tags=["benchmarks"])
 
@@ -35,10 +36,11 @@ def get_benchmark(name: str, store: StoreDep, cache: ReadCache) -> BenchmarkFace
 
 
 @router.get("/benchmarks/{name}/instances")
-def list_instances(
+async def list_instances(
     name: str,
     store: StoreDep,
     cache: ReadCache,
+    lane: Lane,
     flt: Filter,
     page: Annotated[int, Query(ge=1, le=10_000_000, description="1-based page.")] = 1,
     page_size: Annotated[
@@ -47,14 +49,13 @@ def list_instances(
 ) -> InstancePage:
     """One page of the benchmark's instances, ordered by external id, with the filtered total."""
     size = page_size or store.settings.page_size
-    with transaction(store.factory) as session:
-        return benchmark_view(session, name, flt, page=page, page_size=size, cache=cache).table
+    view = await lane.read(store, benchmark_view, name, flt, page=page, page_size=size, cache=cache)
+    return view.table
 
 
 @router.get("/benchmarks/{name}/instances/{external_id:path}")
-def get_instance(
-    name: str, external_id: str, store: StoreDep, cache: ReadCache, flt: Filter
+async def get_instance(
+    name: str, external_id: str, store: StoreDep, cache: ReadCache, lane: Lane, flt: Filter
 ) -> InstanceDetail:
     """One instance with payload, label histories, judge outputs, scores and neighbours."""
-    with transaction(store.factory) as session:
-        return instance_detail(session, name, external_id, flt, cache=cache)
+    return await lane.read(store, instance_detail, name, external_id, flt, cache=cache)

@@ -9,11 +9,14 @@ from starlette.responses import HTMLResponse
 
 from app.db import transaction
 from app.services.browse import benchmark_view
+from app.services.cache import VersionedCache
 from app.services.facets import list_benchmarks
 from app.services.instance_filter import InstanceFilter
 from app.services.instances import instance_detail
+from app.store import Store
 from app.web.deps import ReadCache, StoreDep
 from app.web.filters import instance_filter
+from app.web.lane import Lane
 from app.web.templating import is_fragment_request, render
 from app.web.urls import benchmark_url, instance_url
 
@@ -32,10 +35,27 @@ def index(request: Request, store: StoreDep, cache: ReadCache) -> HTMLResponse:
 
 
 @router.get("/benchmarks/{name}", response_class=HTMLResponse)
-def benchmark_page(
-    request: Request, name: str, store: StoreDep, cache: ReadCache, flt: Filter, page: Page = 1
+async def benchmark_page(
+    request: Request,
+    name: str,
+    store: StoreDep,
+    cache: ReadCache,
+    lane: Lane,
+    flt: Filter,
+    page: Page = 1,
 ) -> HTMLResponse:
     """The filtered instance table; htmx gets the table fragment and the canonical URL."""
+    return await lane.run(_benchmark_page, request, name, store, cache, flt, page)
+
+
+def _benchmark_page(
+    request: Request,
+    name: str,
+    store: Store,
+    cache: VersionedCache,
+    flt: InstanceFilter,
+    page: int,
+) -> HTMLResponse:
     with transaction(store.factory) as session:
         view = benchmark_view(
             session, name, flt, page=page, page_size=store.settings.page_size, cache=cache
@@ -49,16 +69,29 @@ def benchmark_page(
 
 
 @router.get("/benchmarks/{name}/instances/{external_id:path}", response_class=HTMLResponse)
-def instance_page(
+async def instance_page(
     request: Request,
     name: str,
     external_id: str,
     store: StoreDep,
     cache: ReadCache,
+    lane: Lane,
     flt: Filter,
     page: Annotated[int | None, Query(ge=1, description="Table page to go back to.")] = None,
 ) -> HTMLResponse:
     """One instance in full; previous/next follow the table view the reviewer came from."""
+    return await lane.run(_instance_page, request, name, external_id, store, cache, flt, page)
+
+
+def _instance_page(
+    request: Request,
+    name: str,
+    external_id: str,
+    store: Store,
+    cache: VersionedCache,
+    flt: InstanceFilter,
+    page: int | None,
+) -> HTMLResponse:
     with transaction(store.factory) as session:
         detail = instance_detail(session, name, external_id, flt, cache=cache)
     headers = {}
