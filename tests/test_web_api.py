@@ -10,8 +10,12 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.db import transaction
 from app.main import create_app
+from app.services import browse
+from app.services.labels import append_label
 from app.settings import Settings
+from app.tables import Instance
 from tests import factories as f
 
 ALL = {p.external_id for p in f.PAIRS}
@@ -136,6 +140,39 @@ def test_pages_are_ordered_and_disjoint(client: TestClient) -> None:
     assert seen == sorted(seen)
     empty = client.get("/api/benchmarks/jb-mini/instances?page_size=2&page=4").json()
     assert empty["items"] == [] and empty["total"] == 6
+
+
+def _page_ids(client: TestClient, query: str, size: int, pages: int = 7) -> list[list[str]]:
+    out = []
+    for page in range(1, pages + 1):
+        url = f"/api/benchmarks/jb-mini/instances?{query}&page_size={size}&page={page}"
+        out.append([item["external_id"] for item in client.get(url).json()["items"]])
+    return out
+
+
+@pytest.mark.parametrize("query", ["", "flip=no", "label=reference%3DB", "q=pair", "ab=A"])
+def test_deep_pages_seek_to_the_same_rows_as_offset(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch, query: str
+) -> None:
+    by_offset = {size: _page_ids(client, query, size) for size in (1, 2, 4)}
+    # Every page counts as deep: it starts from the cached first key of each page.
+    monkeypatch.setattr(browse, "DEEP_OFFSET", 0)
+    for size, pages in by_offset.items():
+        assert _page_ids(client, query, size) == pages
+
+
+def test_deep_pages_follow_data_version(
+    client: TestClient, factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(browse, "DEEP_OFFSET", 0)
+    before = _page_ids(client, "label=reference%3DB", 1, pages=3)
+    assert sorted(k for (k,) in before) == sorted(["pair/002", "pair-004", "pair-005"])
+    with transaction(factory) as session:
+        inst = session.query(Instance).filter_by(external_id="pair-004").one()
+        append_label(session, inst.id, "reference", "A", source="reviewer")
+    f.bump_version(factory, "jb-mini")
+    after = _page_ids(client, "label=reference%3DB", 1, pages=3)
+    assert after == [page for page in before if page != ["pair-004"]] + [[]]
 
 
 def test_canonical_filter_is_echoed(client: TestClient) -> None:
