@@ -1,17 +1,19 @@
-"""Table-cell snippets (choice, flip and label badges, the verdict cells of a row) in Python.
+"""Table-cell snippets (choice, flip and label badges) and the instance table's rows in Python.
 
 They run for every cell of a 50-row table, so they are plain Python rather than template
-macros (several times faster); data is always escaped by ``Markup``'s ``%``.
+loops and macros (several times faster); data is always escaped (``escape`` or ``Markup``'s ``%``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from app.services.browse import InstanceRow
 from app.services.facets import BenchmarkFacets
+from app.web.urls import path_segment
 
 _NONE = Markup('<span class="muted">·</span>')
 _NO_LABEL = Markup('<span class="muted">—</span>')
@@ -59,17 +61,19 @@ def short_name(name: str) -> str:
     return name.rsplit("/", 1)[-1]
 
 
-class VerdictColumns(NamedTuple):
-    """Which label sets, judges and scored detectors the table shows, in order."""
+class TableColumns(NamedTuple):
+    """Which slice fields, label sets, judges and scored detectors the table shows, in order."""
 
+    slices: tuple[str, ...]
     labels: tuple[str, ...]
     judges: tuple[str, ...]
     detectors: tuple[str, ...]
 
 
-def verdict_columns(facets: BenchmarkFacets) -> VerdictColumns:
-    """The verdict columns of a benchmark's table (flip label sets sit under their judge)."""
-    return VerdictColumns(
+def table_columns(facets: BenchmarkFacets) -> TableColumns:
+    """The columns of a benchmark's table (flip label sets sit under their judge)."""
+    return TableColumns(
+        slices=tuple(s.field for s in facets.slices),
         labels=tuple(s.name for s in facets.plain_label_sets),
         judges=tuple(j.name for j in facets.judges),
         detectors=tuple(d.name for d in facets.scored_detectors),
@@ -83,9 +87,8 @@ def _score_cell(value: float | None, first: bool) -> str:
     return f'<td class="{cls}" title="{value!r}">{value:,.3f}</td>'
 
 
-def verdict_cells(row: InstanceRow, cols: VerdictColumns) -> Markup:
-    """The ``<td>`` cells of one row: labels, each judge's AB/BA/flip, detector scores."""
-    out: list[str] = []
+def _verdict_cells(row: InstanceRow, cols: TableColumns, out: list[str]) -> None:
+    """Append the row's labels, each judge's AB/BA/flip and the detector scores to ``out``."""
     labels, judges, scores = row["labels"], row["judges"], row["scores"]
     for k, name in enumerate(cols.labels):
         cls = "center judge-start" if k == 0 else "center"
@@ -100,7 +103,47 @@ def verdict_cells(row: InstanceRow, cols: VerdictColumns) -> Markup:
         )
     for k, name in enumerate(cols.detectors):
         out.append(_score_cell(scores.get(name), k == 0))
-    # Every interpolated value above is a badge (escaped Markup) or a formatted float.
+
+
+def table_rows(
+    rows: Sequence[InstanceRow], cols: TableColumns, href_prefix: str, href_suffix: str
+) -> Markup:
+    """The ``<tr>`` rows of the instance table, each linking to its instance page.
+
+    Parameters
+    ----------
+    rows : sequence of InstanceRow
+        One page of the table.
+    cols : TableColumns
+        The benchmark's columns.
+    href_prefix, href_suffix : str
+        What comes before and after the encoded external id in each row's link.
+
+    Returns
+    -------
+    Markup
+        The rows; every value from the data is escaped.
+
+    """
+    prefix, suffix = escape(href_prefix), escape(href_suffix)
+    out: list[str] = []
+    for row in rows:
+        # An encoded path segment holds only unreserved characters and `%`: nothing to escape.
+        href = f"{prefix}{path_segment(row['external_id'])}{suffix}"
+        out.append(
+            f'<tr><td class="id"><a href="{href}">{escape(row["external_id"])}</a></td>'
+            f'<td class="id muted">{escape(row["group_key"])}</td>'
+        )
+        slices = row["slices"]
+        for field in cols.slices:
+            out.append(f'<td class="small nowrap">{escape(slices.get(field) or "")}</td>')
+        out.append(
+            f'<td class="preview"><a class="quiet" href="{href}" tabindex="-1">'
+            f"{escape(row['preview'])}</a></td>"
+        )
+        _verdict_cells(row, cols, out)
+        out.append("</tr>\n")
+    # Every interpolated value above is escaped, a badge (escaped Markup) or a float.
     return Markup("".join(out))
 
 
@@ -111,4 +154,4 @@ FILTERS = {
     "short": short_name,
 }
 
-GLOBALS = {"verdict_cells": verdict_cells, "verdict_columns": verdict_columns}
+GLOBALS = {"table_columns": table_columns, "table_rows": table_rows}
