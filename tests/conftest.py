@@ -93,6 +93,45 @@ def engine(settings: Settings) -> Iterator[Engine]:
     eng.dispose()
 
 
+@pytest.fixture(scope="session")
+def smollm2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SmolLM2-135M-Instruct converted once per session into ``<data>/models/...`` (slow)."""
+    from workers.models import convert_smollm2
+
+    return convert_smollm2(tmp_path_factory.mktemp("smollm2-data"))
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random 2-block Llama with SmolLM2's tokenizer and chat template, saved as safetensors.
+
+    Real tokenization and templates at a cost of milliseconds per forward: the model for job,
+    runner and kill/resume tests, where what it says does not matter.
+    """
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir, local_files_only=True)
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    out = tmp_path_factory.mktemp("tiny-model") / "tiny-llama"
+    LlamaForCausalLM(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
 @pytest.fixture
 def factory(engine: Engine) -> sessionmaker[Session]:
     """A session factory on the test database."""

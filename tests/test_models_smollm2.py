@@ -53,13 +53,8 @@ CHATS = [
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("smollm2-data")
-
-
-@pytest.fixture(scope="module")
-def smollm2_dir(data_dir: Path) -> Path:
-    return models.convert_smollm2(data_dir)
+def data_dir(smollm2_dir: Path) -> Path:
+    return smollm2_dir.parent.parent
 
 
 @pytest.fixture(scope="module")

@@ -147,7 +147,7 @@ def run_extract_job(ctx: JobContext) -> dict[str, Any]:
         q = select(Instance.id, Instance.external_id, Instance.payload).where(
             Instance.benchmark_id == bench.id
         )
-        return aset, list(session.execute(q.order_by(Instance.id).limit(params.limit)).tuples())
+        return aset, list(session.execute(q.order_by(Instance.id).limit(params.limit)))
 
     aset, rows = ctx.commit(plan)
     files = shard_files(ctx.store.settings.data_dir, aset)

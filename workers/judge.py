@@ -295,6 +295,116 @@ def _generate(
     return [_cut_at_end(row[ids.shape[1] :].tolist(), stop_ids) for row in out]
 
 
+@dataclass
+class StepTrace:
+    """Per-step records of a generation: label logits and layer states of the newest position.
+
+    ``logits[b, k]`` (``float32[b, steps, 4]``, columns = :attr:`VerdictTokens.all_ids`) and
+    ``states[b, k]`` (``[b, steps, n_layers, d_model]``, None without capture) belong to the
+    forward that produced generated token ``k``: its input ended with the token before ``k``.
+    """
+
+    generated: list[list[int]]
+    logits: np.ndarray
+    states: torch.Tensor | None
+
+
+def generate_traced(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+    layers: Sequence[int] | None,
+    stop_at_verdict: bool = True,
+) -> StepTrace:
+    """Greedy generation that keeps, for every step, the label logits and the layer states.
+
+    Parameters
+    ----------
+    model, tokenizer
+        A loaded causal LM.
+    prompts
+        ``b`` token-id prompts (left-padded internally).
+    max_new_tokens
+        Generation budget.
+    layers
+        Layers to keep per step (HF ``hidden_states`` indices), or None.
+    stop_at_verdict
+        End a row once it wrote a verdict label after ``VERDICT:``.
+
+    """
+    import torch
+
+    tokens = verdict_tokens(tokenizer)
+    recorder = None
+    if layers is not None:
+        blocks = decoder_blocks(model)
+        recorder = LayerRecorder(blocks, validate_layers(layers, len(blocks)), stop=False)
+    step_log = _StepLog(recorder, tokens.all_ids)
+    width = max(len(p) for p in prompts)
+    try:
+        generated = _generate(
+            model,
+            tokenizer,
+            prompts,
+            max_new_tokens=max_new_tokens,
+            step_log=step_log,
+            stop=_StopAtVerdict(tokenizer, tokens, width) if stop_at_verdict else None,
+        )
+    finally:
+        if recorder is not None:
+            recorder.remove()
+    logits = torch.stack(step_log.logits, dim=1).cpu().numpy()
+    states = torch.stack(step_log.states, dim=1) if step_log.states else None
+    return StepTrace(generated, logits, states)
+
+
+def read_generated(
+    tokenizer: PreTrainedTokenizerBase,
+    tokens: VerdictTokens,
+    prompt: Sequence[int],
+    generated: list[int],
+    logits: np.ndarray,
+    states: torch.Tensor | np.ndarray | None,
+) -> JudgeOutput:
+    """Parse one generated row strictly and pick the verdict step's logits and state.
+
+    ``logits`` is ``float32[steps, 4]`` and ``states`` ``[steps, n_layers, d_model]`` for this row
+    (see :class:`StepTrace`). Timing is left at 0 for the caller to fill in.
+    """
+    text = tokenizer.decode(generated, skip_special_tokens=True)
+    parsed = parse_output(text)
+    step = _verdict_step(tokenizer, generated, tokens) if parsed.valid else None
+    error = parsed.error
+    if parsed.valid and (step is None or tokens.slot_of(generated[step]) != parsed.slot):
+        error = "the verdict is not a single label token after VERDICT:"
+    label_logits = state = replay = None
+    if error is None and step is not None:
+        spaced = generated[step] in tokens.spaced.values()
+        pair = logits[step, :2] if spaced else logits[step, 2:]
+        label_logits = {"A": float(pair[0]), "B": float(pair[1])}
+        if states is not None:
+            row_state = states[step]
+            state = np.asarray(
+                row_state.float().cpu().numpy() if hasattr(row_state, "cpu") else row_state,
+                dtype=np.float32,
+            )
+        replay = [*prompt, *generated[:step]]
+    return JudgeOutput(
+        raw_output=text,
+        slot=parsed.slot if error is None else None,
+        confidence=parsed.confidence if error is None else None,
+        error=error,
+        label_logits=label_logits,
+        state=state,
+        prompt_tokens=len(prompt),
+        output_tokens=len(generated),
+        seconds=0.0,
+        replay_ids=replay,
+    )
+
+
 def judge_generate(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -313,61 +423,18 @@ def judge_generate(
         ``max_new_tokens`` and ``layers`` (capture) are used.
 
     """
-    import torch
-
     tokens = verdict_tokens(tokenizer)
-    recorder = None
-    if settings.layers is not None:
-        blocks = decoder_blocks(model)
-        recorder = LayerRecorder(blocks, validate_layers(settings.layers, len(blocks)), stop=False)
-    step_log = _StepLog(recorder, tokens.all_ids)
     started = time.perf_counter()
-    try:
-        width = max(len(p) for p in prompts)
-        generated = _generate(
-            model,
-            tokenizer,
-            prompts,
-            max_new_tokens=settings.max_new_tokens,
-            step_log=step_log,
-            stop=_StopAtVerdict(tokenizer, tokens, width),
-        )
-    finally:
-        if recorder is not None:
-            recorder.remove()
+    trace = generate_traced(
+        model, tokenizer, prompts, max_new_tokens=settings.max_new_tokens, layers=settings.layers
+    )
     per_item = (time.perf_counter() - started) / len(prompts)
-    logits = torch.stack(step_log.logits, dim=1).cpu().numpy()  # [b, steps, 4]
-    states = torch.stack(step_log.states, dim=1) if step_log.states else None  # [b, steps, l, d]
     outputs = []
-    for row, gen in enumerate(generated):
-        text = tokenizer.decode(gen, skip_special_tokens=True)
-        parsed = parse_output(text)
-        step = _verdict_step(tokenizer, gen, tokens) if parsed.valid else None
-        error = parsed.error
-        if parsed.valid and (step is None or tokens.slot_of(gen[step]) != parsed.slot):
-            error = "the verdict is not a single label token after VERDICT:"
-        label_logits = state = replay = None
-        if error is None and step is not None:
-            spaced = gen[step] in tokens.spaced.values()
-            pair = logits[row, step, :2] if spaced else logits[row, step, 2:]
-            label_logits = {"A": float(pair[0]), "B": float(pair[1])}
-            if states is not None:
-                state = states[row, step].float().cpu().numpy()
-            replay = [*prompts[row], *gen[:step]]
-        outputs.append(
-            JudgeOutput(
-                raw_output=text,
-                slot=parsed.slot if error is None else None,
-                confidence=parsed.confidence if error is None else None,
-                error=error,
-                label_logits=label_logits,
-                state=state,
-                prompt_tokens=len(prompts[row]),
-                output_tokens=len(gen),
-                seconds=per_item,
-                replay_ids=replay,
-            )
-        )
+    for row, gen in enumerate(trace.generated):
+        states = None if trace.states is None else trace.states[row]
+        out = read_generated(tokenizer, tokens, prompts[row], gen, trace.logits[row], states)
+        out.seconds = per_item
+        outputs.append(out)
     return outputs
 
 

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from sqlalchemy.orm import Session
 
 from app.db import transaction
+from app.errors import AppellateError
 from app.services import jobs
 from app.store import Store
 
@@ -184,12 +185,12 @@ class Worker:
             result = self.handlers[claimed.kind](ctx)
         except JobStopped:
             return self._stopped(ctx)
+        except AppellateError as exc:
+            # Bad parameters or input: another attempt would fail the same way.
+            return self._failed(claimed, exc.message, final=True)
         except Exception as exc:
             detail = "".join(traceback.format_exception_only(exc)).strip()
-            with transaction(self.store.factory) as session:
-                status = jobs.fail(session, claimed.job_id, claimed.owner, detail)
-            self.log(f"job {claimed.job_id}: {detail} -> {status}")
-            return status or "lost"
+            return self._failed(claimed, detail, final=False)
         finally:
             beat.stopped.set()
             beat.join()
@@ -197,6 +198,12 @@ class Worker:
             ok = jobs.finish(session, claimed.job_id, claimed.owner, result)
         self.log(f"job {claimed.job_id}: {'done' if ok else 'finished after losing its lease'}")
         return "done" if ok else "lost"
+
+    def _failed(self, claimed: jobs.Claim, detail: str, *, final: bool) -> str:
+        with transaction(self.store.factory) as session:
+            status = jobs.fail(session, claimed.job_id, claimed.owner, detail, final=final)
+        self.log(f"job {claimed.job_id}: {detail} -> {status}")
+        return status or "lost"
 
     def _stopped(self, ctx: JobContext) -> str:
         if self.shutdown.is_set() and not ctx.lease_lost.is_set():

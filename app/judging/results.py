@@ -103,7 +103,7 @@ def plan_units(
                 Judgment.detector_id == detector.id,
                 Judgment.instance_id.in_([u.instance_id for u in units]),
             )
-        ).tuples()
+        )
     )
     pending = [u for u in units if (u.instance_id, u.order) not in done]
     return JudgePlan(bench.id, detector.id, pending, len(units))
@@ -123,7 +123,7 @@ def write_results(
             select(Judgment.instance_id, Judgment.order).where(
                 Judgment.detector_id == plan.detector_id, Judgment.instance_id.in_(ids)
             )
-        ).tuples()
+        )
     )
     added = 0
     for r in results:
@@ -171,7 +171,7 @@ def finish_judging(session: Session, plan: JudgePlan) -> dict[str, Any]:
         select(Judgment.instance_id, Judgment.order, Judgment.choice)
         .join(Instance, Instance.id == Judgment.instance_id)
         .where(Judgment.detector_id == plan.detector_id, Instance.benchmark_id == plan.benchmark_id)
-    ).tuples()
+    )
     by_order: dict[str, dict[int, str]] = {}
     for instance_id, order, choice in rows:
         by_order.setdefault(order, {})[instance_id] = choice

@@ -210,8 +210,10 @@ def finish(session: Session, job_id: int, owner: str, result: dict[str, Any]) ->
     return bool(updated)
 
 
-def fail(session: Session, job_id: int, owner: str, error: str) -> str | None:
-    """Record a failed attempt: requeue while attempts remain, else fail for good.
+def fail(
+    session: Session, job_id: int, owner: str, error: str, *, final: bool = False
+) -> str | None:
+    """Record a failed attempt: requeue while attempts remain (and not ``final``), else fail.
 
     Returns the new status, or None when the job was no longer this owner's.
     """
@@ -221,7 +223,7 @@ def fail(session: Session, job_id: int, owner: str, error: str) -> str | None:
     job.error = error
     job.lease_owner = None
     job.lease_expires_at = None
-    if job.attempts >= job.max_attempts:
+    if final or job.attempts >= job.max_attempts:
         job.status = JobStatus.failed.value
         job.finished_at = utcnow()
     else:

@@ -1,0 +1,148 @@
+"""The job queue on SQLite and PostgreSQL: claims, leases, retries, cancel, concurrent claimers."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db import transaction
+from app.errors import Conflict
+from app.services import jobs
+from app.tables import Job, utcnow
+
+
+def _enqueue(factory: sessionmaker[Session], n: int, kind: str = "judge", **kw: int) -> list[int]:
+    with transaction(factory) as s:
+        return [jobs.enqueue(s, kind, {"n": i}, **kw).id for i in range(n)]
+
+
+def _claim(factory: sessionmaker[Session], owner: str, **kw: object) -> jobs.Claim | None:
+    with transaction(factory) as s:
+        return jobs.claim(s, owner, lease_seconds=kw.pop("lease", 60), **kw)  # type: ignore[arg-type]
+
+
+def _job(factory: sessionmaker[Session], job_id: int) -> Job:
+    with transaction(factory) as s:
+        return jobs.get_job(s, job_id)
+
+
+def test_claims_oldest_first_by_kind_and_marks_running(factory: sessionmaker[Session]):
+    first, second = _enqueue(factory, 2)
+    (other,) = _enqueue(factory, 1, kind="extract")
+    claim = _claim(factory, "w1", kinds=["extract"])
+    assert claim is not None and claim.job_id == other and claim.attempt == 1
+    claim = _claim(factory, "w1")
+    assert claim is not None and (claim.job_id, claim.params) == (first, {"n": 0})
+    job = _job(factory, first)
+    assert (job.status, job.lease_owner, job.attempts) == ("running", "w1", 1)
+    assert job.lease_expires_at is not None and job.started_at is not None
+    assert _claim(factory, "w2", job_id=first) is None  # already taken
+    assert _claim(factory, "w2", job_id=second).job_id == second  # type: ignore[union-attr]
+    assert _claim(factory, "w2") is None
+
+
+def test_concurrent_claimers_never_share_a_job(factory: sessionmaker[Session]):
+    ids = _enqueue(factory, 24)
+    got: list[int] = []
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def worker(name: str) -> None:
+        try:
+            while (claim := _claim(factory, name)) is not None:
+                with lock:
+                    got.append(claim.job_id)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(f"w{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert sorted(got) == ids  # every job exactly once
+
+
+def test_stale_lease_is_requeued_then_failed_when_out_of_attempts(
+    factory: sessionmaker[Session],
+):
+    (job_id,) = _enqueue(factory, 1, max_attempts=2)
+    assert _claim(factory, "dead", lease=-1) is not None  # a lease already expired
+    claim = _claim(factory, "w2", lease=-1)  # requeued, claimed again: attempt 2
+    assert claim is not None and claim.job_id == job_id and claim.attempt == 2
+    with transaction(factory) as s:
+        assert jobs.requeue_stale(s) == 1
+    job = _job(factory, job_id)
+    assert job.status == "failed" and "lease expired" in (job.error or "")
+    with transaction(factory) as s:  # the dead owner can no longer write anything
+        assert not jobs.heartbeat(s, job_id, "dead", lease_seconds=60)
+        assert not jobs.set_progress(s, job_id, "dead", 1, 2)
+        assert not jobs.finish(s, job_id, "dead", {})
+
+
+def test_heartbeat_extends_the_lease_and_progress_is_recorded(factory: sessionmaker[Session]):
+    (job_id,) = _enqueue(factory, 1)
+    claim = _claim(factory, "w", lease=5)
+    assert claim is not None
+    before = _job(factory, job_id).lease_expires_at
+    with transaction(factory) as s:
+        assert jobs.heartbeat(s, job_id, "w", lease_seconds=600)
+        assert jobs.set_progress(s, job_id, "w", 3, 10)
+    job = _job(factory, job_id)
+    assert job.lease_expires_at is not None and before is not None
+    assert job.lease_expires_at - before > timedelta(seconds=500)
+    assert (job.progress_done, job.progress_total) == (3, 10)
+    with transaction(factory) as s:
+        assert jobs.finish(s, job_id, "w", {"ok": 1})
+    job = _job(factory, job_id)
+    assert (job.status, job.result, job.lease_owner) == ("done", {"ok": 1}, None)
+
+
+def test_failures_retry_up_to_the_maximum(factory: sessionmaker[Session]):
+    (job_id,) = _enqueue(factory, 1, max_attempts=2)
+    for expected in ("queued", "failed"):
+        claim = _claim(factory, "w")
+        assert claim is not None
+        with transaction(factory) as s:
+            assert jobs.fail(s, job_id, "w", "boom") == expected
+    assert _claim(factory, "w") is None
+    with transaction(factory) as s:
+        jobs.retry(s, job_id)
+    claim = _claim(factory, "w")
+    assert claim is not None and claim.attempt == 1  # a retry starts a fresh set of attempts
+
+
+def test_cancel_stops_the_owner_and_only_finished_jobs_retry(factory: sessionmaker[Session]):
+    (job_id,) = _enqueue(factory, 1)
+    assert _claim(factory, "w") is not None
+    with transaction(factory) as s, pytest.raises(Conflict):
+        jobs.retry(s, job_id)
+    with transaction(factory) as s:
+        assert jobs.cancel(s, job_id).status == "cancelled"
+    with transaction(factory) as s:
+        assert not jobs.heartbeat(s, job_id, "w", lease_seconds=60)
+        assert not jobs.is_owned(s, job_id, "w")
+        with pytest.raises(Conflict):
+            jobs.cancel(s, job_id)
+
+
+def test_release_requeues_without_spending_an_attempt(factory: sessionmaker[Session]):
+    (job_id,) = _enqueue(factory, 1, max_attempts=1)
+    assert _claim(factory, "w") is not None
+    with transaction(factory) as s:
+        assert jobs.release(s, job_id, "w")
+    job = _job(factory, job_id)
+    assert (job.status, job.attempts) == ("queued", 0)
+    assert _claim(factory, "w2") is not None
+
+
+def test_requeue_ignores_live_leases(factory: sessionmaker[Session]):
+    _enqueue(factory, 1)
+    assert _claim(factory, "w") is not None
+    with transaction(factory) as s:
+        assert jobs.requeue_stale(s, utcnow()) == 0
+        assert jobs.active_jobs_exist(s)
