@@ -8,11 +8,13 @@ more than the queries.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import ColumnElement, Connection, bindparam, func, select
+from sqlalchemy import ColumnElement, Connection, Select, bindparam, func, select
 from sqlalchemy.orm import Session
 from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
 
@@ -225,6 +227,7 @@ _ROW_JUDGMENTS = select(
     Judgment.choice,
     Judgment.confidence,
 ).where(Judgment.instance_id.in_(_IDS), Judgment.order.in_([Order.AB.value, Order.BA.value]))
+_AB = Order.AB.value
 _ROW_SCORES = select(Score.instance_id, Score.detector_id, Score.score).where(
     Score.instance_id.in_(_IDS)
 )
@@ -234,12 +237,24 @@ def _current_labels(conn: Connection, ids: Sequence[int]) -> dict[int, dict[str,
     # Same rule as labels.current_labels (the latest event wins, a null retracts), read as
     # one index-ordered range instead of a grouped subquery: a page has few events.
     out: dict[int, dict[str, str]] = {i: {} for i in ids}
-    for iid, name, value in conn.execute(_ROW_LABELS, {"ids": ids}).all():
+    for iid, name, value in conn.execute(_ROW_LABELS, {"ids": ids}):
         if value is None:
             out[iid].pop(name, None)
         else:
             out[iid][name] = value
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _base_statement(dialect: str, preview_field: str, slice_fields: tuple[str, ...]) -> Select[Any]:
+    # Built (and its cache key computed) once per table shape, not on every page.
+    return select(
+        Instance.id,
+        Instance.external_id,
+        Instance.group_key,
+        preview(dialect, preview_field),
+        *(payload_text(dialect, f) for f in slice_fields),
+    ).where(Instance.benchmark_id == bindparam("benchmark_id"), Instance.external_id.in_(_KEYS))
 
 
 def _rows(
@@ -250,64 +265,62 @@ def _rows(
     # Plain Core reads on the session's connection: the ORM layer adds about half a
     # millisecond per statement here and maps nothing.
     conn = session.connection()
-    slice_fields = [s.field for s in facets.slices]
-    base = conn.execute(
-        select(
-            Instance.id,
-            Instance.external_id,
-            Instance.group_key,
-            preview(dialect, PREVIEW_FIELD.get(facets.summary.kind, "prompt")),
-            *(payload_text(dialect, f) for f in slice_fields),
-        ).where(Instance.benchmark_id == facets.id, Instance.external_id.in_(_KEYS)),
-        {"keys": list(keys)},
-    ).all()
-    position = {k: n for n, k in enumerate(keys)}
-    base.sort(key=lambda row: position[row.external_id])
-    ids = [row.id for row in base]
+    slice_fields = tuple(s.field for s in facets.slices)
+    base_query = _base_statement(
+        dialect, PREVIEW_FIELD.get(facets.summary.kind, "prompt"), slice_fields
+    )
+    by_key = {
+        row[1]: row
+        for row in conn.execute(base_query, {"benchmark_id": facets.id, "keys": list(keys)})
+    }
+    base = [by_key[k] for k in keys if k in by_key]
+    ids = [row[0] for row in base]
     params = {"ids": ids}
     labels = _current_labels(conn, ids)
     judge_names = {j.id: j.name for j in facets.judges}
     judges: dict[int, dict[str, JudgeCells]] = {i: {} for i in ids}
-    for iid, det_id, order, choice, confidence in conn.execute(_ROW_JUDGMENTS, params).all():
+    for iid, det_id, order, choice, confidence in conn.execute(_ROW_JUDGMENTS, params):
         name = judge_names.get(det_id)
         if name is None:
             continue
         cells = judges[iid].get(name)
         if cells is None:
-            cells = judges[iid][name] = JudgeCells(
-                ab=None, ba=None, ab_confidence=None, ba_confidence=None, flip=None
-            )
-        if order == Order.AB.value:
+            cells = judges[iid][name] = _no_verdicts()
+        if order == _AB:
             cells["ab"], cells["ab_confidence"] = choice, confidence
         else:
             cells["ba"], cells["ba_confidence"] = choice, confidence
     detector_names = {d.id: d.name for d in facets.scored_detectors}
     scores: dict[int, dict[str, float]] = {i: {} for i in ids}
-    for iid, det_id, score in conn.execute(_ROW_SCORES, params).all():
+    for iid, det_id, score in conn.execute(_ROW_SCORES, params):
         name = detector_names.get(det_id)
         if name is not None:
             scores[iid][name] = score
     flip_labels = [(j.name, j.flip_label) for j in facets.judges]
-    by_id: dict[int, InstanceRow] = {}
+    rows: list[InstanceRow] = []
     for iid, external_id, group_key, text, *slice_values in base:
         row_labels = labels[iid]
         row_judges: dict[str, JudgeCells] = {}
         for name, flip_label in flip_labels:
-            cells = judges[iid].get(name) or JudgeCells(
-                ab=None, ba=None, ab_confidence=None, ba_confidence=None, flip=None
-            )
+            cells = judges[iid].get(name) or _no_verdicts()
             cells["flip"] = row_labels.get(flip_label) if flip_label else None
             row_judges[name] = cells
-        by_id[iid] = InstanceRow(
-            external_id=external_id,
-            group_key=group_key,
-            preview=text or "",
-            slices={
-                f: None if v is None else str(v)
-                for f, v in zip(slice_fields, slice_values, strict=True)
-            },
-            labels=row_labels,
-            judges=row_judges,
-            scores=scores[iid],
+        rows.append(
+            InstanceRow(
+                external_id=external_id,
+                group_key=group_key,
+                preview=text or "",
+                slices={
+                    f: None if v is None else str(v)
+                    for f, v in zip(slice_fields, slice_values, strict=True)
+                },
+                labels=row_labels,
+                judges=row_judges,
+                scores=scores[iid],
+            )
         )
-    return [by_id[i] for i in ids]
+    return rows
+
+
+def _no_verdicts() -> JudgeCells:
+    return JudgeCells(ab=None, ba=None, ab_confidence=None, ba_confidence=None, flip=None)
