@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from app.errors import NotFound
@@ -19,9 +19,8 @@ from app.services.instance_filter import (
     plan_for_one_page,
     resolve_filter,
 )
-from app.services.labels import label_history
 from app.services.payload_fields import SLICE_FIELDS, TEXT_FIELDS
-from app.tables import Detector, Instance, Judgment, Order, Score
+from app.tables import Detector, Instance, Judgment, LabelEvent, Order, Score
 
 _ORDER_RANK = {Order.AB.value: 0, Order.BA.value: 1, Order.AB_REPEAT.value: 2}
 
@@ -128,6 +127,34 @@ def _as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+_BY_INSTANCE = bindparam("instance_id")
+# Built once: these run on every instance page.
+_INSTANCE = select(
+    Instance.id, Instance.external_id, Instance.group_key, Instance.payload, Instance.created_at
+).where(
+    Instance.benchmark_id == bindparam("benchmark_id"),
+    Instance.external_id == bindparam("external_id"),
+)
+_EVENT_FIELDS = ("value", "source", "author", "reason", "tags", "created_at")
+_HISTORY = (
+    select(LabelEvent.label_name, *(getattr(LabelEvent, f) for f in _EVENT_FIELDS))
+    .where(LabelEvent.instance_id == _BY_INSTANCE)
+    .order_by(LabelEvent.id)
+)
+_JUDGMENT_FIELDS = tuple(JudgmentView.model_fields)
+_JUDGMENTS = (
+    select(Detector.name, Detector.kind, *(getattr(Judgment, f) for f in _JUDGMENT_FIELDS))
+    .join(Detector, Detector.id == Judgment.detector_id)
+    .where(Judgment.instance_id == _BY_INSTANCE)
+)
+_SCORES = (
+    select(Detector.name, Detector.kind, Score.score, Score.details, Score.created_at)
+    .join(Detector, Detector.id == Score.detector_id)
+    .where(Score.instance_id == _BY_INSTANCE)
+    .order_by(Detector.name)
+)
+
+
 def instance_detail(
     session: Session,
     benchmark: str,
@@ -164,27 +191,22 @@ def instance_detail(
 
     """
     bench = get_benchmark(session, benchmark)
-    inst = session.scalar(
-        select(Instance).where(
-            Instance.benchmark_id == bench.id, Instance.external_id == external_id
-        )
-    )
+    # Plain Core reads of prebuilt statements on the session's connection: the ORM layer
+    # and statement building cost more than the page's handful of rows.
+    conn = session.connection()
+    inst = conn.execute(
+        _INSTANCE, {"benchmark_id": bench.id, "external_id": external_id}
+    ).one_or_none()
     if inst is None:
         raise NotFound(f"no instance {external_id!r} in benchmark {benchmark!r}")
     facets = benchmark_facets(session, bench, cache)
     flt = resolve_filter(facets, flt or InstanceFilter())
+    by_instance = {"instance_id": inst.id}
 
     histories: dict[str, list[LabelEventView]] = {}
-    for ev in label_history(session, inst.id):
-        histories.setdefault(ev.label_name, []).append(
-            LabelEventView(
-                value=ev.value,
-                source=ev.source,
-                author=ev.author,
-                reason=ev.reason,
-                tags=ev.tags,
-                created_at=ev.created_at,
-            )
+    for name, *event in conn.execute(_HISTORY, by_instance):
+        histories.setdefault(name, []).append(
+            LabelEventView.model_validate(dict(zip(_EVENT_FIELDS, event, strict=True)))
         )
     labels = [
         LabelSetHistory(name=name, current=events[-1].value, events=events)
@@ -193,13 +215,9 @@ def instance_detail(
     current = {s.name: s.current for s in labels}
 
     by_judge: dict[tuple[str, str], list[JudgmentView]] = {}
-    for j, name, kind in session.execute(
-        select(Judgment, Detector.name, Detector.kind)
-        .join(Detector, Detector.id == Judgment.detector_id)
-        .where(Judgment.instance_id == inst.id)
-    ):
+    for name, kind, *call in conn.execute(_JUDGMENTS, by_instance):
         by_judge.setdefault((name, kind), []).append(
-            JudgmentView.model_validate(j, from_attributes=True)
+            JudgmentView.model_validate(dict(zip(_JUDGMENT_FIELDS, call, strict=True)))
         )
     judges = [
         JudgeOutputs(
@@ -211,25 +229,18 @@ def instance_detail(
         for (name, kind), calls in sorted(by_judge.items())
     ]
     scores = [
-        ScoreView(
-            detector=name, kind=kind, score=s.score, details=s.details, created_at=s.created_at
-        )
-        for s, name, kind in session.execute(
-            select(Score, Detector.name, Detector.kind)
-            .join(Detector, Detector.id == Score.detector_id)
-            .where(Score.instance_id == inst.id)
-            .order_by(Detector.name)
-        )
+        ScoreView(detector=name, kind=kind, score=score, details=details, created_at=created_at)
+        for name, kind, score, details, created_at in conn.execute(_SCORES, by_instance)
     ]
     conds = filter_conditions(facets, flt, session.get_bind().dialect.name)
     plan_for_one_page(session)
-    previous = session.scalar(
+    previous = conn.scalar(
         select(Instance.external_id)
         .where(*conds, Instance.external_id < external_id)
         .order_by(Instance.external_id.desc())
         .limit(1)
     )
-    following = session.scalar(
+    following = conn.scalar(
         select(Instance.external_id)
         .where(*conds, Instance.external_id > external_id)
         .order_by(Instance.external_id)
