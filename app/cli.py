@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import typer
@@ -11,7 +14,7 @@ from app.ingest.cli import import_app
 from app.metrics_cli import register as register_metrics
 from app.settings import Settings
 from app.store import Store
-from workers.cli import models_app
+from workers.cli import add_smollm2, models_app
 from workers.jobs_cli import register as register_jobs
 
 cli = typer.Typer(no_args_is_help=True, help="Audit benchmark labels and detector disagreements.")
@@ -32,25 +35,68 @@ def db_upgrade() -> None:
     typer.echo(f"database at head: {settings.resolved_database_url}")
 
 
-def _serve(settings: Settings, host: str, port: int) -> None:
+def _start_worker(device: str) -> subprocess.Popen[bytes]:
+    """One ``appellate worker`` process beside the web server, with the same environment."""
+    command = [sys.executable, "-m", "app.cli", "worker", "--device", device]
+    return subprocess.Popen(command)
+
+
+def _serve(
+    settings: Settings, host: str, port: int, *, workers: int = 1, job_worker: str | None = None
+) -> None:
     # Imported here so that import-only CLI commands do not pay for the web stack.
     import uvicorn
 
     from app.main import create_app
 
+    runner = _start_worker(job_worker) if job_worker else None
     typer.echo(f"Appellate dashboard: http://{host}:{port}/")
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+    if runner is not None:
+        typer.echo(f"job worker: pid {runner.pid} (device {job_worker})")
+    try:
+        if workers > 1:
+            # Several processes need an import string; they read the same APPELLATE_* settings.
+            uvicorn.run(
+                "app.main:app_from_environment",
+                factory=True,
+                host=host,
+                port=port,
+                workers=workers,
+                log_level="warning",
+            )
+        else:
+            uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+    finally:
+        if runner is not None:
+            runner.send_signal(signal.SIGTERM)  # finishes its batch and requeues the job
+            runner.wait()
+
+
+WorkersOpt = typer.Option(1, "--workers", min=1, help="Web server processes.")
+WithWorkerOpt = typer.Option(
+    False, "--with-worker/--no-worker", help="Also run one job worker process."
+)
+DeviceOpt = typer.Option("auto", "--device", help="Job worker device: auto, cpu or cuda:N.")
 
 
 @cli.command()
 def serve(
     host: str = typer.Option(None, help="Bind address (default APPELLATE_HOST or 127.0.0.1)."),
     port: int = typer.Option(None, help="Port (default APPELLATE_PORT or 8000)."),
+    workers: int = WorkersOpt,
+    with_worker: bool = WithWorkerOpt,
+    device: str = DeviceOpt,
 ) -> None:
     """Serve the dashboard on an existing store."""
     settings = Settings()
     Store.open(settings).close()
-    _serve(settings, host or settings.host, port or settings.port)
+    _serve(
+        settings,
+        host or settings.host,
+        port or settings.port,
+        workers=workers,
+        job_worker=device if with_worker else None,
+    )
 
 
 @cli.command()
@@ -59,6 +105,13 @@ def demo(
     port: int = typer.Option(None, help="Port (default APPELLATE_PORT or 8000)."),
     data: Path = typer.Option(BUNDLED_DATA, help="Folder of the bundled data."),
     serve_after: bool = typer.Option(True, "--serve/--no-serve", help="Serve after importing."),
+    model: bool = typer.Option(
+        True, "--model/--no-model", help="Convert and register the bundled SmolLM2 judge."
+    ),
+    with_worker: bool = typer.Option(
+        True, "--with-worker/--no-worker", help="Run one job worker beside the server."
+    ),
+    device: str = DeviceOpt,
 ) -> None:
     """Create the SQLite store, import the bundled real data and serve the dashboard."""
     settings = Settings()
@@ -66,10 +119,24 @@ def demo(
     for line in load_demo_data(store, data):
         typer.echo(line)
     store.close()
+    if model:
+        try:
+            add_smollm2()
+        except typer.Exit:
+            typer.echo("the demo model is not available; judging needs a registered model")
     if serve_after:
-        _serve(settings, host or settings.host, port or settings.port)
+        _serve(
+            settings,
+            host or settings.host,
+            port or settings.port,
+            job_worker=device if with_worker else None,
+        )
 
 
 def main() -> None:
     """Console-script entry point."""
     cli()
+
+
+if __name__ == "__main__":
+    main()

