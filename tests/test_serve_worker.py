@@ -1,0 +1,76 @@
+"""`appellate serve --with-worker`: the dashboard queues a job and the worker beside it runs it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+from app.db import session_factory, transaction
+from app.ingest.judgebench import import_judgebench
+from app.services.language_models import register_language_model
+from app.settings import Settings
+from tests.conftest import DATA, REPO
+from tests.live_server import free_port
+from workers.models import describe_model
+
+PAIRS = sorted((DATA / "judgebench").glob("dataset=judgebench,*.jsonl"))[0]
+
+
+def _wait_for(url: str, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{url} did not come up")
+
+
+def test_serve_with_worker_runs_queued_jobs_and_stops_both(
+    settings: Settings, engine: Any, tiny_model_dir: Path
+):
+    info = describe_model(tiny_model_dir)
+    with transaction(session_factory(engine)) as s:
+        register_language_model(
+            s, "tiny", path=str(tiny_model_dir), fingerprint=info.fingerprint, dtype="float32"
+        )
+        import_judgebench(s, PAIRS, benchmark="jb")
+    port = free_port()
+    env = {
+        **os.environ,
+        "APPELLATE_DATABASE_URL": settings.resolved_database_url,
+        "APPELLATE_DATA_DIR": str(settings.data_dir),
+    }
+    command = ["serve", "--with-worker", "--device", "cpu", "--port", str(port)]
+    server = subprocess.Popen([sys.executable, "-m", "app.cli", *command], env=env, cwd=REPO)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    try:
+        _wait_for(f"{base}/healthz", deadline)
+        children = psutil.Process(server.pid).children()
+        assert len(children) == 1 and "worker" in children[0].cmdline()
+        made = httpx.post(
+            f"{base}/api/benchmarks/jb/judge",
+            json={"model": "tiny", "mode": "forced", "limit": 3},
+        )
+        assert made.status_code == 201, made.text
+        job_url = f"{base}/api/jobs/{made.json()['id']}"
+        job = made.json()
+        while job["status"] in ("queued", "running") and time.monotonic() < deadline:
+            time.sleep(0.3)
+            job = httpx.get(job_url).json()
+        assert job["status"] == "done", job
+        assert job["result"]["judgments"] == 6 and job["progress_done"] == 6
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=60)
+    assert not children[0].is_running() or children[0].status() == psutil.STATUS_ZOMBIE
