@@ -116,8 +116,9 @@ def transcript(
         check_single_bos(ids, tok.bos_token_id)
         return ids
     messages = []
-    if params.system_field:
-        messages.append({"role": "system", "content": _field(payload, params.system_field, eid)})
+    system = _field(payload, params.system_field, eid) if params.system_field else ""
+    if system:  # empty = the model's default assistant prompt, not an empty system turn
+        messages.append({"role": "system", "content": system})
     messages.append({"role": "user", "content": _field(payload, params.user_field, eid)})
     messages.append({"role": "assistant", "content": _field(payload, params.assistant_field, eid)})
     return render_chat(tok, messages)
@@ -125,7 +126,14 @@ def transcript(
 
 def run_extract_job(ctx: JobContext) -> dict[str, Any]:
     """Handler of ``extract`` jobs: see the module docstring."""
-    params = ExtractParams(**ctx.params)
+    return capture_benchmark(ctx, ExtractParams(**ctx.params))
+
+
+def capture_benchmark(ctx: JobContext, params: ExtractParams) -> dict[str, Any]:
+    """Capture every instance of ``params.benchmark`` not yet stored; progress per batch.
+
+    Also the first step of probe jobs that need activations of a benchmark they score.
+    """
     loaded, model_row = load_registered(ctx, params.model)
     layers = params.layers or judge_layers(loaded.info.n_layers)
     rule = position_rule(params, loaded)

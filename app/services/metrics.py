@@ -32,6 +32,7 @@ __all__ = [
     "BinaryTarget",
     "LabelledItems",
     "MetricRow",
+    "ab_choices",
     "binary_target",
     "data_key",
     "detector_scores",
@@ -287,7 +288,7 @@ def detector_scores(
     return out
 
 
-def _ab_choices(session: Session, items: LabelledItems) -> list[str] | None:
+def ab_choices(session: Session, items: LabelledItems) -> list[str] | None:
     """For a ``flip:<judge>`` label set, the judge's AB choice per item (the CM-AUROC stratum)."""
     if not items.target.label.startswith(FLIP_PREFIX):
         return None
@@ -519,7 +520,7 @@ def metric_rows(
         chosen = scored_detectors(session, bench)
     # Reading labels is one query; the bootstrap is what the cache saves.
     items = load_labelled(session, bench, label, positive=positive, slice_field=slice_field)
-    choice = _ab_choices(session, items)
+    choice = ab_choices(session, items)
     rows: list[MetricRow] = []
     for detector in chosen:
 
@@ -562,7 +563,9 @@ def metrics_report(
         ``benchmark``, ``label``, ``positive``, ``negative``, ``target_rule``,
         ``slice_field``, ``resamples``, ``seed``, ``data_version``, ``rows`` (see
         :meth:`MetricRow.as_dict`) and ``judges`` (see
-        :meth:`app.services.judge_summary.JudgeSummary.as_dict`).
+        :meth:`app.services.judge_summary.JudgeSummary.as_dict`), ``comparisons`` (paired
+        probe-minus-baseline differences) and ``constant_predictors`` (see
+        :func:`app.services.comparisons.comparisons_report`).
 
     """
     target, rows = metric_rows(
@@ -576,11 +579,23 @@ def metrics_report(
         seed=seed,
     )
     # Imported here: judge_summary imports this module for data_key.
+    from app.services.comparisons import comparisons_report, default_pairs
     from app.services.judge_summary import judge_summaries
 
     reference = label if (target.positive, target.negative) == KNOWN_TARGETS[0] else "reference"
     judges = judge_summaries(
         session, benchmark, reference=reference, resamples=resamples, seed=seed
+    )
+    shown = list(dict.fromkeys(row.detector for row in rows))
+    comparisons = comparisons_report(
+        session,
+        benchmark,
+        label,
+        default_pairs(shown),
+        positive=positive,
+        resamples=resamples,
+        seed=seed,
+        detectors=shown,
     )
     return {
         "benchmark": benchmark,
@@ -594,4 +609,6 @@ def metrics_report(
         "data_version": get_benchmark(session, benchmark).data_version,
         "rows": [row.as_dict() for row in rows],
         "judges": [judge.as_dict() for judge in judges],
+        "comparisons": comparisons["pairs"],
+        "constant_predictors": comparisons["constant_predictors"],
     }
