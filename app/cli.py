@@ -16,12 +16,14 @@ from app.settings import Settings
 from app.store import Store
 from workers.cli import add_smollm2, models_app
 from workers.jobs_cli import register as register_jobs
+from workers.probe_cli import probe_app
 
 cli = typer.Typer(no_args_is_help=True, help="Audit benchmark labels and detector disagreements.")
 db_app = typer.Typer(no_args_is_help=True, help="Database maintenance.")
 cli.add_typer(db_app, name="db")
 cli.add_typer(import_app, name="import")
 cli.add_typer(models_app, name="models")
+cli.add_typer(probe_app, name="probe")
 register_metrics(cli)
 register_jobs(cli)
 

@@ -108,7 +108,8 @@ def wait_for_job(store: Store, job_id: int, *, device: str, lease_seconds: float
         return jobs.get_job(session, job_id)
 
 
-def _submit(enqueue: Callable[[Session], Job], wait: bool, device: str) -> None:
+def submit(enqueue: Callable[[Session], Job], wait: bool, device: str) -> None:
+    """Queue a job in one transaction; with ``wait`` run or follow it and print it as JSON."""
     job_id = in_store(lambda s: enqueue(s).id)
     typer.echo(f"job {job_id} queued")
     if not wait:
@@ -199,7 +200,7 @@ def judge(
             **extra,
         )
     )
-    _submit(lambda s: enqueue_judge(s, params), wait, device)
+    submit(lambda s: enqueue_judge(s, params), wait, device)
 
 
 def extract(
@@ -239,7 +240,7 @@ def extract(
             limit=limit,
         )
     )
-    _submit(lambda s: enqueue_extract(s, params), wait, device)
+    submit(lambda s: enqueue_extract(s, params), wait, device)
 
 
 def worker(

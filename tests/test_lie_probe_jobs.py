@@ -1,0 +1,73 @@
+"""Lie-detector probes end to end on a tiny model, on both dialects: build, capture, fit, apply."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+
+from app.db import session_factory, transaction
+from app.ingest.lie_datasets import build_roleplay, build_truth
+from app.services import jobs
+from app.services.language_models import register_language_model
+from app.services.metrics import metrics_report
+from app.services.probe_store import load_probe
+from app.settings import Settings
+from app.store import Store
+from app.tables import Detector, Score
+from tests.conftest import DATA
+from workers.handlers import HANDLERS
+from workers.models import describe_model
+from workers.probe_jobs import lie_extract_spec
+from workers.runner import Worker
+
+
+@pytest.fixture
+def store(settings: Settings, engine: Any, tiny_model_dir: Path) -> Store:
+    store = Store(settings=settings, engine=engine, factory=session_factory(engine))
+    info = describe_model(tiny_model_dir)
+    with transaction(store.factory) as s:
+        register_language_model(
+            s, "tiny", path=str(tiny_model_dir), fingerprint=info.fingerprint, dtype="float32"
+        )
+        build_truth(s, DATA, formats=("affirmative", "negated"), topics=("element_symb",),
+                    benchmark="truth-el")  # fmt: skip
+        build_roleplay(s, DATA)
+    return store
+
+
+def _run(store: Store, kind: str, params: dict[str, Any]) -> dict[str, Any]:
+    with transaction(store.factory) as s:
+        job_id = jobs.enqueue(s, kind, params).id
+    Worker(store, HANDLERS, device="cpu", log=lambda _: None).run(once=True)
+    with transaction(store.factory) as s:
+        job = jobs.get_job(s, job_id)
+    assert job.status == "done", job.error
+    return job.result or {}
+
+
+@pytest.mark.parametrize("variant", ["lie", "truth"])
+def test_fit_lie_probe_then_score_the_roleplay_replies(store: Store, variant: str):
+    name = f"{variant}-probe"
+    spec = lie_extract_spec(variant, "tiny", layers=[1, 2, 3, 4])
+    fitted = _run(store, "fit_lie_probe", {"benchmark": "truth-el", "name": name, "extract": spec})
+    assert fitted["layer"] in (1, 2, 3, 4) and len(fitted["validation_auroc"]) == 4
+    curve = fitted["validation_auroc"]
+    # The earliest layer reaching the best validation AUROC.
+    assert fitted["layer"] == [1, 2, 3, 4][curve.index(max(curve))]
+    with transaction(store.factory) as s:
+        detector, artifact = load_probe(s, store.settings.data_dir, name)
+        assert detector.details["n"] == 372 and artifact["extract"]["format"] == spec["format"]
+    applied = _run(store, "apply_probe", {"probe": name, "benchmark": "roleplay"})
+    assert applied["scored"] == 104
+    with transaction(store.factory) as s:
+        probe_id = s.scalar(select(Detector.id).where(Detector.name == name))
+        scores = s.scalars(select(Score.score).where(Score.detector_id == probe_id)).all()
+        report = metrics_report(s, "roleplay", "truth", [name], slice_field="dataset", resamples=50)
+        n = s.scalar(select(func.count()).select_from(Score).where(Score.detector_id == probe_id))
+    assert n == 104 and all(0.0 <= x <= 1.0 for x in scores)
+    kinds = [r["slice"] for r in report["rows"]]
+    assert kinds == [None, "all_unambiguous_replies", "(macro-average)"]
+    assert report["rows"][0]["auroc"] is not None
