@@ -7,9 +7,7 @@ import json
 import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import brier_score_loss, roc_auc_score
-from sklearn.model_selection import GroupKFold, StratifiedGroupKFold
-from sklearn.preprocessing import StandardScaler
+from sklearn.metrics import roc_auc_score
 from threadpoolctl import threadpool_limits
 
 from app.stats.cv_splits import grouped_folds, inner_seed, stratification_possible
@@ -27,6 +25,7 @@ from app.stats.probes import (
     select_grid_point,
     select_then_refit,
 )
+from app.stats.probes_reference import reference_nested_cv
 
 
 def make_groups(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -162,54 +161,7 @@ def test_planted_direction_found_in_its_layer_and_baseline_stays_at_chance():
     assert roc_auc_score(y, base.oof) < 0.65
 
 
-# --- 3. reference implementation ---------------------------------------------------------------
-
-
-def reference_nested_cv(x, y, groups, lambdas, outer, inner, seed):
-    """Nested grouped CV written out with scikit-learn alone, loop by loop."""
-
-    def folds(yy, gg, k, s):
-        stratify = len(set(gg[yy == 1])) >= k and len(set(gg[yy == 0])) >= k
-        if stratify:
-            splitter = StratifiedGroupKFold(n_splits=k, shuffle=True, random_state=s)
-        else:
-            splitter = GroupKFold(n_splits=k, shuffle=True, random_state=s)
-        return list(splitter.split(np.zeros(len(yy)), yy, gg))
-
-    def fit_predict(x_tr, y_tr, x_te, lam):
-        scaler = StandardScaler().fit(x_tr)
-        model = LogisticRegression(C=1 / (2 * lam * len(y_tr)), tol=1e-10, max_iter=10_000)
-        model.fit(scaler.transform(x_tr), y_tr)
-        return model.predict_proba(scaler.transform(x_te))[:, 1]
-
-    n_layers = x.shape[1]
-    oof = np.full(len(y), np.nan)
-    chosen, grids = [], []
-    for k, (tr, te) in enumerate(folds(y, groups, outer, seed)):
-        x_o, y_o, g_o = x[tr], y[tr], groups[tr]
-        s_in = int(np.random.SeedSequence([seed, k]).generate_state(1)[0])
-        inner_splits = folds(y_o, g_o, inner, s_in)
-        grid = np.zeros((n_layers, len(lambdas)))
-        for layer in range(n_layers):
-            for j, lam in enumerate(lambdas):
-                scores = []
-                for a, b in inner_splits:
-                    p = fit_predict(x_o[a, layer], y_o[a], x_o[b, layer], lam)
-                    scores.append(brier_score_loss(y_o[b], p))
-                grid[layer, j] = np.mean(scores)
-        best = grid.min()
-        tied = [
-            (layer, lam)
-            for layer in range(n_layers)
-            for j, lam in enumerate(lambdas)
-            if grid[layer, j] <= best + 1e-12
-        ]
-        layer = min(t[0] for t in tied)
-        lam = max(t[1] for t in tied if t[0] == layer)
-        oof[te] = fit_predict(x_o[:, layer], y_o, x[te, layer], lam)
-        chosen.append((layer, lam))
-        grids.append(grid)
-    return oof, chosen, grids
+# --- 3. reference implementation (app.stats.probes_reference) ---------------------------------
 
 
 @pytest.mark.parametrize("kind", ["two_layers", "unstratifiable"])
