@@ -10,6 +10,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from threadpoolctl import threadpool_limits
 
+from app.stats import probes
 from app.stats.cv_splits import grouped_folds, inner_seed, stratification_possible
 from app.stats.probes import (
     BASELINE_FEATURES,
@@ -25,7 +26,7 @@ from app.stats.probes import (
     select_grid_point,
     select_then_refit,
 )
-from app.stats.probes_reference import reference_nested_cv
+from app.stats.probes_reference import reference_fit_predict, reference_nested_cv
 
 
 def make_groups(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -185,6 +186,51 @@ def test_matches_plain_sklearn_reference(kind):
     for choice, grid in zip(res.choices, grids, strict=True):
         np.testing.assert_allclose(choice.inner_brier, grid, atol=1e-8)
     np.testing.assert_allclose(res.oof, oof, atol=1e-6)
+
+
+def test_wide_layers_match_plain_sklearn_reference():
+    # d = 200 > every training set (about 77 and 96 rows): the fits run in the span of the rows.
+    rng = np.random.default_rng(1)
+    n = 120
+    groups = np.repeat(np.arange(n), rng.integers(1, 3, size=n))[:n]
+    y = (rng.random(n) < 0.35).astype(int)
+    x = rng.normal(size=(n, 2, 200))
+    x[:, 1, :3] += y[:, None]
+    res = nested_cv(x, y, groups, outer=5, inner=3, seed=1)
+    with threadpool_limits(limits=1, user_api="blas"):
+        oof, chosen, grids = reference_nested_cv(x, y, groups, LAMBDAS, 5, 3, seed=1)
+
+    assert [(c.layer_index, c.lam) for c in res.choices] == chosen
+    assert len(set(chosen)) > 1  # the choice varies across folds, so it is really tested
+    for choice, grid in zip(res.choices, grids, strict=True):
+        np.testing.assert_allclose(choice.inner_brier, grid, atol=1e-8)
+    np.testing.assert_allclose(res.oof, oof, atol=1e-6)
+
+
+@pytest.mark.parametrize("route", ["narrow", "gram", "qr", "duplicated_rows"])
+def test_every_fit_route_reproduces_sklearn(route, monkeypatch):
+    rng = np.random.default_rng(11)
+    m, d = 60, 150 if route != "narrow" else 20
+    x = rng.normal(size=(m, d))
+    y = rng.random(m) < 0.4
+    x[:, 0] += 2.0 * y
+    lambdas = LAMBDAS
+    if route == "qr":  # as if the Gram matrix were ill-conditioned
+        monkeypatch.setattr(probes, "_GRAM_RCOND", np.inf)
+    if route == "duplicated_rows":
+        x[1::6] = x[0::6]  # rank below m - 1: the Cholesky route must give way to QR
+        assert probes._gram_basis(probes._standardise(x)[2]) is None
+        # With exact duplicates scikit-learn's own path is not reproducible to 1e-6 at the
+        # smallest lambdas (permuting the columns moves its predictions by ~1e-5 there).
+        lambdas = tuple(lam for lam in LAMBDAS if lam >= 0.01)
+    if route == "gram":
+        assert probes._gram_basis(probes._standardise(x)[2]) is not None
+    x_test = rng.normal(size=(30, d))
+    for lam in lambdas:
+        probe = fit_probe(x, y, layer_index=0, lam=lam)
+        with threadpool_limits(limits=1, user_api="blas"):
+            expected = reference_fit_predict(x, y, x_test, lam)
+        np.testing.assert_allclose(probe.predict_proba(x_test), expected, atol=1e-6)
 
 
 def test_tie_rule_prefers_shallower_layer_then_larger_lambda():
