@@ -63,7 +63,7 @@ def test_demo_imports_bundled_data_idempotently(
     with transaction(factory) as session:
         (model,) = session.scalars(select(LanguageModel))
     assert (model.name, model.path, model.n_layers) == ("smollm2", "models/" + smollm2_dir.name, 30)
-    assert model.details["judge_mode"] == "forced"
+    assert model.details["judge_mode"] == "calibrated"
 
     second = runner.invoke(cli, ["demo", "--no-serve"])
     assert second.exit_code == 0, second.output

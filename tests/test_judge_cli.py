@@ -30,7 +30,7 @@ from workers.activations import read_activation_set
 
 pytestmark = pytest.mark.slow
 PAIRS = sorted((DATA / "judgebench").glob("dataset=judgebench,*.jsonl"))
-SET = "judge:smollm2/forced:judgebench"
+SET = "judge:smollm2/calibrated:judgebench"
 
 
 def _env(settings: Settings, model_data: Path) -> dict[str, str]:
@@ -82,7 +82,7 @@ def test_judge_wait_makes_45_judgments_with_activations_and_flips(
         "--repeat-subset", "5", "--wait",
     )  # fmt: skip
     job = json.loads(out[out.index("{") :])
-    assert job["status"] == "done" and job["params"]["mode"] == "forced"
+    assert job["status"] == "done" and job["params"]["mode"] == "calibrated"
     result = job["result"]
     assert result["judgments"] == 45
     assert result["by_order"] == {"AB": 20, "BA": 20, "AB-repeat": 5}
@@ -91,7 +91,9 @@ def test_judge_wait_makes_45_judgments_with_activations_and_flips(
     factory = session_factory(engine)
     with transaction(factory) as s:
         assert s.scalar(select(func.count()).select_from(Judgment)) == 45
-        flips = s.scalar(select(func.count()).where(LabelEvent.label_name == "flip:smollm2/forced"))
+        flips = s.scalar(
+            select(func.count()).where(LabelEvent.label_name == "flip:smollm2/calibrated")
+        )
         aset = get_activation_set(s, SET)
         first_ab = s.scalar(
             select(Instance.external_id)
@@ -107,9 +109,9 @@ def test_judge_wait_makes_45_judgments_with_activations_and_flips(
         page = client.get(f"/jobs/{job['id']}")
         inst = client.get(f"/benchmarks/judgebench/instances/{first_ab}")
     assert page.status_code == 200
-    assert "45" in page.text and "done" in page.text and "smollm2/forced" in page.text
+    assert "45" in page.text and "done" in page.text and "smollm2/calibrated" in page.text
     assert inst.status_code == 200
-    assert "smollm2/forced" in inst.text and SET in inst.text
+    assert "smollm2/calibrated" in inst.text and SET in inst.text
 
 
 def test_sigkill_mid_job_then_restart_finishes_every_unit_exactly_once(

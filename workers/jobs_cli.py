@@ -150,7 +150,8 @@ def judge(
         str | None,
         typer.Option(
             "--mode",
-            help="generate (strict format) or forced (label argmax); default: the model's.",
+            help="generate (strict format), forced (label argmax) or calibrated (label argmax "
+            "minus the content-free prior); default: the model's.",
         ),
     ] = None,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens")] = 256,

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-JudgeMode = Literal["generate", "forced"]
-JUDGE_MODES: tuple[str, ...] = ("generate", "forced")
+JudgeMode = Literal["generate", "forced", "calibrated"]
+JUDGE_MODES: tuple[str, ...] = ("generate", "forced", "calibrated")
 
 
 def judge_layers(n_layers: int) -> list[int]:
@@ -120,6 +120,8 @@ class JudgeSettings:
     reasoning_tokens: int = 0
     layers: tuple[int, ...] | None = None
     batch_size: int = 4
+    # Calibrated mode: the label logits of the content-free prompt, subtracted before the argmax.
+    content_free: dict[str, float] | None = None
 
 
 def _left_pad(
@@ -508,9 +510,50 @@ def judge_batch(
     """Judge one batch in ``settings.mode``."""
     if settings.mode == "forced":
         return judge_forced(model, tokenizer, prompts, settings)
+    if settings.mode == "calibrated":
+        if settings.content_free is None:
+            raise ValueError("calibrated judging needs the content-free label logits")
+        outputs = judge_forced(model, tokenizer, prompts, settings)
+        return [calibrate(out, settings.content_free) for out in outputs]
     if settings.mode == "generate":
         return judge_generate(model, tokenizer, prompts, settings)
     raise ValueError(f"unknown judge mode {settings.mode!r}; use one of {JUDGE_MODES}")
+
+
+def content_free_logits(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompt: Sequence[int]
+) -> dict[str, float]:
+    """Verdict-label logits of a content-free prompt (the same template with "N/A" everywhere).
+
+    They measure the judge's prior for each slot regardless of the responses: small models put
+    nearly all their mass on the first-shown slot (SmolLM2 chose slot A on every JudgeBench pair
+    we tried), which makes every pair a flip and leaves nothing to predict.
+    """
+    (out,) = judge_forced(model, tokenizer, [prompt], JudgeSettings(mode="forced"))
+    assert out.label_logits is not None
+    return out.label_logits
+
+
+def calibrate(out: JudgeOutput, content_free: dict[str, float]) -> JudgeOutput:
+    """Contextual calibration (Zhao et al., 2021): the argmax of label logits minus the prior.
+
+    The stored ``label_logits`` become the calibrated ones (they decided the verdict); the raw
+    logits and the content-free prior are kept in ``details``.
+    """
+    assert out.label_logits is not None
+    raw = out.label_logits
+    calibrated = {s: raw[s] - content_free[s] for s in SLOTS}
+    slot = "A" if calibrated["A"] >= calibrated["B"] else "B"
+    head = out.raw_output[: out.raw_output.rfind(VERDICT_PREFIX)]
+    return JudgeOutput(
+        **{
+            **out.__dict__,
+            "slot": slot,
+            "label_logits": calibrated,
+            "raw_output": f"{head}{VERDICT_PREFIX} {slot}",
+            "details": {**out.details, "raw_logits": raw, "content_free_logits": content_free},
+        }
+    )
 
 
 def length_buckets(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -527,8 +570,9 @@ def verify_replay(
 ) -> list[dict[str, Any]]:
     """Replay judged items one by one with a teacher-forced forward up to the verdict token.
 
-    Returns one record per output with ``argmax_matches`` (the greedy argmax over the two labels
-    equals the recorded slot) and ``max_abs_diff`` between replayed and recorded states.
+    Returns one record per output with ``argmax_matches`` (the greedy argmax over the two labels,
+    after the content-free prior for calibrated outputs, equals the recorded slot) and
+    ``max_abs_diff`` between replayed and recorded states.
     """
     tokens = verdict_tokens(tokenizer)
     records = []
@@ -543,7 +587,8 @@ def verify_replay(
             layers=layers,
             pad_id=_pad_id(tokenizer),
         )
-        slot = "A" if logits[0, 0] >= logits[0, 1] else "B"
+        prior = out.details.get("content_free_logits") or {"A": 0.0, "B": 0.0}
+        slot = "A" if logits[0, 0] - prior["A"] >= logits[0, 1] - prior["B"] else "B"
         diff = None
         if out.state is not None and states is not None:
             diff = float(np.max(np.abs(states[0] - out.state)))

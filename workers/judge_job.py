@@ -30,6 +30,7 @@ from workers.capture import render_chat
 from workers.judge import (
     JudgeOutput,
     JudgeSettings,
+    content_free_logits,
     judge_batch,
     judge_layers,
     length_buckets,
@@ -72,6 +73,7 @@ class LocalEngine:
     model_row: dict[str, Any]
     layers: list[int] | None = None
     _prompts: dict[tuple[int, str], list[int]] = field(default_factory=dict)
+    _priors: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.params.captures:
@@ -106,14 +108,36 @@ class LocalEngine:
         """Prompt length per unit, for length bucketing."""
         return [len(self._ids(u)) for u in units]
 
+    def _content_free(self, order: str) -> dict[str, float]:
+        """The content-free label logits of ``order`` (computed once per order and job)."""
+        key = (-1, Order.BA.value if order == Order.BA.value else Order.AB.value)
+        if key not in self._prompts:
+            self._prompts[key] = self._ids(Unit(-1, key[1], "N/A", "N/A", "N/A"))
+        if key[1] not in self._priors:
+            model, tok = self.loaded.model, self.loaded.tokenizer
+            self._priors[key[1]] = content_free_logits(model, tok, self._prompts[key])
+        return self._priors[key[1]]
+
     def judge(self, units: Sequence[Unit]) -> list[JudgeOutput]:
-        """Judge one batch on the local model."""
+        """Judge one batch on the local model (batches never mix orders in calibrated mode)."""
+        if self.params.mode == "calibrated" and len({u.order for u in units}) > 1:
+            by_order: dict[str, list[int]] = {}
+            for k, u in enumerate(units):
+                by_order.setdefault(u.order, []).append(k)
+            out: list[JudgeOutput | None] = [None] * len(units)
+            for ks in by_order.values():
+                for k, o in zip(ks, self.judge([units[k] for k in ks]), strict=True):
+                    out[k] = o
+            return [o for o in out if o is not None]
         settings = JudgeSettings(
             mode=self.params.mode,  # type: ignore[arg-type]
             max_new_tokens=self.params.max_new_tokens,
             reasoning_tokens=self.params.reasoning_tokens,
             layers=tuple(self.layers) if self.layers else None,
             batch_size=self.params.batch_size,
+            content_free=self._content_free(units[0].order)
+            if self.params.mode == "calibrated"
+            else None,
         )
         prompts = [self._ids(u) for u in units]
         return judge_batch(self.loaded.model, self.loaded.tokenizer, prompts, settings)

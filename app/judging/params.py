@@ -15,7 +15,7 @@ from app.services.language_models import get_language_model
 from app.tables import BenchmarkKind, Job, Order
 
 JUDGE_JOB = "judge"
-MODES = ("generate", "forced")
+MODES = ("generate", "forced", "calibrated")
 BACKENDS = ("local", "remote")
 _ORDERS = (Order.AB.value, Order.BA.value)
 
