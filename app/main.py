@@ -11,7 +11,7 @@ from fastapi.staticfiles import StaticFiles
 from app.services.cache import VersionedCache
 from app.settings import Settings
 from app.store import Store
-from app.web import api, health, jobs_pages, metrics_pages, pages
+from app.web import api, health, jobs_pages, metrics_pages, pages, probes_pages
 from app.web.errors import install_error_handlers
 from app.web.templating import STATIC_DIR, make_templates
 
@@ -55,6 +55,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(metrics_pages.router)
     app.include_router(metrics_pages.api_router)
     app.include_router(jobs_pages.router)
+    app.include_router(probes_pages.router)
     app.include_router(jobs_pages.api_router)
     app.include_router(api.router)
     app.include_router(health.router)

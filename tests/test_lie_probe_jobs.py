@@ -12,6 +12,7 @@ from app.db import session_factory, transaction
 from app.ingest.lie_datasets import build_roleplay, build_truth
 from app.services import jobs
 from app.services.language_models import register_language_model
+from app.services.lie_variants import lie_extract_spec
 from app.services.metrics import metrics_report
 from app.services.probe_store import load_probe
 from app.settings import Settings
@@ -20,7 +21,6 @@ from app.tables import Detector, Score
 from tests.conftest import DATA
 from workers.handlers import HANDLERS
 from workers.models import describe_model
-from workers.probe_jobs import lie_extract_spec
 from workers.runner import Worker
 
 
@@ -71,3 +71,16 @@ def test_fit_lie_probe_then_score_the_roleplay_replies(store: Store, variant: st
     kinds = [r["slice"] for r in report["rows"]]
     assert kinds == [None, "all_unambiguous_replies", "(macro-average)"]
     assert report["rows"][0]["auroc"] is not None
+
+
+def test_probes_page_draws_the_validation_curve(store: Store, settings: Settings):
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+
+    spec = lie_extract_spec("lie", "tiny", layers=[1, 2, 3])
+    _run(store, "fit_lie_probe", {"benchmark": "truth-el", "name": "p", "extract": spec})
+    with TestClient(create_app(settings)) as client:
+        text = client.get("/probes").text
+    assert "validation AUROC by layer: p" in text and "<polyline" in text
+    assert 'class="reference"' in text  # the chosen layer is marked

@@ -149,3 +149,31 @@ def test_apply_refuses_activations_from_other_weights(store: Store):
     with transaction(store.factory) as s:
         job = jobs.get_job(s, job_id)
     assert job.status == "failed" and "other weights" in (job.error or "")
+
+
+def test_probes_page_shows_fits_and_queues_jobs(store: Store, settings: Settings):
+    _seed_flip_benchmark(store, "src", 80, seed=4)
+    _run(store, "fit_probe", {"benchmark": "src", "judge": JUDGE})
+    with TestClient(create_app(settings)) as client:
+        page = client.get("/probes")
+        assert page.status_code == 200
+        text = page.text
+        assert f"probe:{JUDGE}@src" in text and f"baseline:{JUDGE}:abs_margin" in text
+        assert 'class="grid folds"' in text and "svg" in text and "inner-fold Brier" in text
+        fit = client.post(
+            "/probes/fit", data={"benchmark": "src", "judge": JUDGE}, follow_redirects=False
+        )
+        assert fit.status_code == 303
+        job = client.get("/api" + fit.headers["location"]).json()
+        assert (job["kind"], job["params"]) == ("fit_probe", {"benchmark": "src", "judge": JUDGE})
+        applied = client.post(
+            "/probes/apply",
+            data={"probe": f"probe:{JUDGE}@src", "benchmark": "src"},
+            follow_redirects=False,
+        )
+        assert applied.status_code == 303
+        bad = client.post(
+            "/probes/fit-lie",
+            data={"benchmark": "src", "model": "m", "name": "x", "variant": "nope"},
+        )
+        assert bad.status_code == 422 and "variant" in bad.text

@@ -17,6 +17,7 @@ from app.ingest.lie_cli import lie_app
 from app.services import jobs
 from app.services.benchmarks import get_benchmark
 from app.services.language_models import get_language_model
+from app.services.lie_variants import LIE_VARIANTS, lie_extract_spec
 from app.services.metrics import get_detector
 from app.services.probe_store import list_probes
 from app.tables import Job
@@ -25,11 +26,9 @@ from workers.probe_jobs import (
     APPLY_PROBE_JOB,
     FIT_LIE_PROBE_JOB,
     FIT_PROBE_JOB,
-    LIE_VARIANTS,
     ApplyParams,
     FitFlipParams,
     FitLieParams,
-    lie_extract_spec,
 )
 
 probe_app = typer.Typer(no_args_is_help=True, help="Fit, apply and list probes.")

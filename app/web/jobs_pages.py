@@ -60,7 +60,7 @@ class JudgeRequest(BaseModel):
     template: str = DEFAULT_TEMPLATE
 
 
-def _redirect(request: Request, url: str) -> Response:
+def redirect_after_post(request: Request, url: str) -> Response:
     """After a POST: ``HX-Redirect`` for htmx, a 303 otherwise."""
     if is_fragment_request(request):
         return Response(status_code=204, headers={"HX-Redirect": url})
@@ -98,7 +98,7 @@ def cancel_job(request: Request, job_id: int, store: StoreDep) -> Response:
     """Cancel a queued or running job (a running worker stops after its current batch)."""
     with transaction(store.factory) as session:
         jobs.cancel(session, job_id)
-    return _redirect(request, f"/jobs/{job_id}")
+    return redirect_after_post(request, f"/jobs/{job_id}")
 
 
 @router.post("/jobs/{job_id}/retry")
@@ -106,7 +106,7 @@ def retry_job(request: Request, job_id: int, store: StoreDep) -> Response:
     """Queue a failed or cancelled job again; the units it finished are kept."""
     with transaction(store.factory) as session:
         jobs.retry(session, job_id)
-    return _redirect(request, f"/jobs/{job_id}")
+    return redirect_after_post(request, f"/jobs/{job_id}")
 
 
 @router.get("/benchmarks/{name}/judge", response_class=HTMLResponse)
@@ -152,7 +152,7 @@ def judge_submit(
         template=template.replace("\r\n", "\n"),
     )
     job = _queue(store, name, body)
-    return _redirect(request, f"/jobs/{job.id}")
+    return redirect_after_post(request, f"/jobs/{job.id}")
 
 
 @api_router.get("/jobs", response_model=list[JobOut])

@@ -18,6 +18,7 @@ __all__ = [
     "Series",
     "curve_plot",
     "histogram_plot",
+    "layer_plot",
     "reliability_plot",
 ]
 
@@ -60,17 +61,23 @@ def _y(value: float) -> float:
     return HEIGHT - BOTTOM - value * (HEIGHT - TOP - BOTTOM)
 
 
-def _axes(x_label: str, y_label: str, y_max: float = 1.0, y_ticks: Sequence[float] = TICKS) -> str:
-    """Frame, ticks with labels, and axis titles (escaped)."""
+def _axes(
+    x_label: str,
+    y_label: str,
+    y_max: float = 1.0,
+    y_ticks: Sequence[float] = TICKS,
+    x_ticks: Sequence[tuple[float, str]] | None = None,
+) -> str:
+    """Frame, ticks with labels, and axis titles (escaped); ``x_ticks`` are (position, label)."""
     parts = [
         f'<line class="axis" x1="{_x(0):.1f}" y1="{_y(0):.1f}" x2="{_x(1):.1f}" y2="{_y(0):.1f}"/>',
         f'<line class="axis" x1="{_x(0):.1f}" y1="{_y(0):.1f}" x2="{_x(0):.1f}" y2="{_y(1):.1f}"/>',
     ]
-    for t in TICKS:
+    for t, text in x_ticks if x_ticks is not None else [(t, f"{t:g}") for t in TICKS]:
         parts.append(
             f'<line class="tick" x1="{_x(t):.1f}" y1="{_y(0):.1f}" x2="{_x(t):.1f}" '
             f'y2="{_y(0) + 4:.1f}"/><text class="tick-label" x="{_x(t):.1f}" '
-            f'y="{_y(0) + 15:.1f}" text-anchor="middle">{t:g}</text>'
+            f'y="{_y(0) + 15:.1f}" text-anchor="middle">{escape(text)}</text>'
         )
     for t in y_ticks:
         fy = t / y_max if y_max else 0.0
@@ -278,3 +285,49 @@ def histogram_plot(
         )
     body.append('<g class="legend">' + "".join(legend) + "</g>")
     return _svg("histogram", title, "".join(body))
+
+
+def layer_plot(
+    css_class: str,
+    title: str,
+    layers: Sequence[int],
+    series: Sequence[tuple[str, Sequence[float | None]]],
+    *,
+    y_label: str,
+    marked: int | None = None,
+) -> Markup:
+    """A value per layer (validation AUROC, inner-fold Brier) for each series, in [0, 1].
+
+    Parameters
+    ----------
+    css_class, title
+        Class and accessible title of the ``<svg>``.
+    layers : sequence of int, shape (n_layers,)
+        The x positions (HF ``hidden_states`` indices), spread evenly.
+    series : sequence of (name, values)
+        ``values[k]`` belongs to ``layers[k]``; None leaves a gap.
+    y_label
+        Axis title.
+    marked
+        A layer to mark with a vertical line (the chosen one).
+
+    """
+    span = max(len(layers) - 1, 1)
+    position = {layer: k / span for k, layer in enumerate(layers)}
+    step = max(1, len(layers) // 8)  # at most about eight labelled ticks
+    ticks = [(position[x], str(x)) for x in layers[::step]]
+    body = [_axes("layer", y_label, x_ticks=ticks)]
+    if marked is not None and marked in position:
+        x = _x(position[marked])
+        body.append(
+            f'<line class="reference" x1="{x:.1f}" y1="{_y(0):.1f}" x2="{x:.1f}" y2="{_y(1):.1f}"/>'
+        )
+    for i, (name, values) in enumerate(series):
+        xs = [position[layer] for layer, v in zip(layers, values, strict=True) if v is not None]
+        ys = [min(max(float(v), 0.0), 1.0) for v in values if v is not None]
+        body.append(
+            f'<polyline class="curve" fill="none" stroke="{colour(i)}" stroke-width="2" '
+            f'points="{_points(xs, ys)}"><title>{escape(name)}</title></polyline>'
+        )
+    body.append(_legend([name for name, _ in series], bottom=True))
+    return _svg(css_class, title, "".join(body))

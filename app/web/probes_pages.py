@@ -1,0 +1,154 @@
+"""The probes page: probes and baselines with their data, fold choices and layer curves; forms."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Request
+from markupsafe import Markup
+from sqlalchemy import select
+from starlette.responses import HTMLResponse, Response
+
+from app.db import transaction
+from app.errors import InvalidInput
+from app.services import jobs
+from app.services.benchmarks import get_benchmark
+from app.services.language_models import get_language_model, list_language_models
+from app.services.lie_variants import LIE_VARIANTS, lie_extract_spec
+from app.services.metrics import get_detector
+from app.services.probe_store import list_probes
+from app.tables import Benchmark, Detector
+from app.web.deps import StoreDep
+from app.web.jobs_pages import redirect_after_post
+from app.web.metrics_pages import metrics_url
+from app.web.svg_plots import layer_plot
+from app.web.templating import render
+
+router = APIRouter(include_in_schema=False)
+
+FIT_PROBE_JOB, FIT_LIE_PROBE_JOB, APPLY_PROBE_JOB = "fit_probe", "fit_lie_probe", "apply_probe"
+
+
+def _curve(detector: Detector) -> Markup | None:
+    """Validation AUROC by layer (lie probes) or each fold's best inner Brier by layer (flip)."""
+    d = detector.details or {}
+    layers = d.get("layers") or []
+    if d.get("validation_auroc") and layers:
+        return layer_plot(
+            "layer-curve", f"validation AUROC by layer: {detector.name}", layers,
+            [("validation AUROC", d["validation_auroc"])],
+            y_label="validation AUROC", marked=d.get("layer"),
+        )  # fmt: skip
+    folds = [f for f in d.get("folds", []) if f.get("inner_brier")]
+    if folds and layers:
+        series = [(f"fold {f['fold']}", [min(row) for row in f["inner_brier"]]) for f in folds]
+        return layer_plot(
+            "layer-curve", f"inner-fold Brier by layer: {detector.name}", layers, series,
+            y_label="best inner Brier",
+        )  # fmt: skip
+    return None
+
+
+def _card(detector: Detector) -> dict[str, Any]:
+    d = detector.details or {}
+    bench = d.get("benchmark") or d.get("source_benchmark")
+    label = d.get("label") or (f"flip:{d['judge']}" if d.get("judge") else None)
+    return {
+        "name": detector.name,
+        "kind": detector.kind,
+        "details": d,
+        "benchmark": bench,
+        "label": label,
+        "curve": _curve(detector),
+        "frozen": bool(d.get("artifact")),
+    }
+
+
+@router.get("/probes", response_class=HTMLResponse)
+def probes_page(request: Request, store: StoreDep) -> HTMLResponse:
+    """Probes and baselines, newest fits first, with the fit and apply forms."""
+    with transaction(store.factory) as session:
+        cards = [_card(d) for d in list_probes(session)]
+        benchmarks = list(session.scalars(select(Benchmark).order_by(Benchmark.name)))
+        judges = list(
+            session.scalars(
+                select(Detector.name).where(Detector.kind == "judge").order_by(Detector.name)
+            )
+        )
+        models = [m.name for m in list_language_models(session)]
+    context = {
+        "cards": cards,
+        "benchmarks": benchmarks,
+        "judges": judges,
+        "models": models,
+        "variants": LIE_VARIANTS,
+        "frozen": [c["name"] for c in cards if c["frozen"]],
+        "metrics_url": metrics_url,
+    }
+    return render(request, "probes.html", context)
+
+
+def _queue(store: StoreDep, kind: str, params: dict[str, Any], checks: Any) -> int:
+    with transaction(store.factory) as session:
+        checks(session)
+        return jobs.enqueue(session, kind, params).id
+
+
+@router.post("/probes/fit")
+def fit_flip(
+    request: Request,
+    store: StoreDep,
+    benchmark: Annotated[str, Form()],
+    judge: Annotated[str, Form()],
+) -> Response:
+    """Queue the flip probe of a judge on a benchmark (with baselines and a frozen copy)."""
+
+    def checks(session: Any) -> None:
+        get_benchmark(session, benchmark)
+        get_detector(session, judge)
+
+    job_id = _queue(store, FIT_PROBE_JOB, {"benchmark": benchmark, "judge": judge}, checks)
+    return redirect_after_post(request, f"/jobs/{job_id}")
+
+
+@router.post("/probes/fit-lie")
+def fit_lie(
+    request: Request,
+    store: StoreDep,
+    benchmark: Annotated[str, Form()],
+    model: Annotated[str, Form()],
+    name: Annotated[str, Form(min_length=1, max_length=200)],
+    variant: Annotated[str, Form()] = "lie",
+    layers: Annotated[str, Form()] = "",
+) -> Response:
+    """Queue a lie-detector probe fit (captures the training activations first)."""
+    try:
+        wanted = [int(x) for x in layers.split(",") if x.strip()] or None
+    except ValueError:
+        raise InvalidInput("comma-separated layer numbers", field="layers") from None
+    spec = lie_extract_spec(variant, model, wanted)
+    params = {"benchmark": benchmark, "name": name, "extract": spec}
+
+    def checks(session: Any) -> None:
+        get_benchmark(session, benchmark)
+        get_language_model(session, model)
+
+    job_id = _queue(store, FIT_LIE_PROBE_JOB, params, checks)
+    return redirect_after_post(request, f"/jobs/{job_id}")
+
+
+@router.post("/probes/apply")
+def apply_probe(
+    request: Request,
+    store: StoreDep,
+    probe: Annotated[str, Form()],
+    benchmark: Annotated[str, Form()],
+) -> Response:
+    """Queue scoring a benchmark with a frozen probe."""
+
+    def checks(session: Any) -> None:
+        get_benchmark(session, benchmark)
+        get_detector(session, probe)
+
+    job_id = _queue(store, APPLY_PROBE_JOB, {"probe": probe, "benchmark": benchmark}, checks)
+    return redirect_after_post(request, f"/jobs/{job_id}")
