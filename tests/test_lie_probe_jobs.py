@@ -84,3 +84,21 @@ def test_probes_page_draws_the_validation_curve(store: Store, settings: Settings
         text = client.get("/probes").text
     assert "validation AUROC by layer: p" in text and "<polyline" in text
     assert 'class="reference"' in text  # the chosen layer is marked
+
+
+def test_dataset_builds_run_as_jobs(store: Store, settings: Settings):
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+
+    with TestClient(create_app(settings)) as client:
+        queued = client.post(
+            "/probes/datasets", data={"builder": "personas"}, follow_redirects=False
+        )
+        assert queued.status_code == 303
+        assert client.post("/probes/datasets", data={"builder": "x"}).status_code == 422
+    Worker(store, HANDLERS, device="cpu", log=lambda _: None).run(once=True)
+    with transaction(store.factory) as s:
+        (job,) = [j for j in jobs.list_jobs(s) if j.kind == "build_dataset"]
+        assert job.status == "done" and job.progress_done == job.progress_total == 1
+        assert job.result is not None and "personas" in job.result["summaries"][0]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from app.ingest.lie_jobs import BUILD_DATASET_JOB, build_dataset
 from app.judging.params import JUDGE_JOB
 from workers.extract_job import EXTRACT_JOB, run_extract_job
 from workers.judge_job import run_judge_job
@@ -13,7 +16,15 @@ from workers.probe_jobs import (
     run_fit_lie_probe,
     run_fit_probe,
 )
-from workers.runner import Handler
+from workers.runner import Handler, JobContext
+
+
+def run_build_dataset(ctx: JobContext) -> dict[str, Any]:
+    """Handler of ``build_dataset`` jobs: one transaction, progress 0 then 1 of 1."""
+    ctx.progress(0, 1)
+    lines = ctx.commit(lambda session: build_dataset(session, ctx.params), done=1, total=1)
+    return {"summaries": lines}
+
 
 HANDLERS: dict[str, Handler] = {
     JUDGE_JOB: run_judge_job,
@@ -21,4 +32,5 @@ HANDLERS: dict[str, Handler] = {
     FIT_PROBE_JOB: run_fit_probe,
     FIT_LIE_PROBE_JOB: run_fit_lie_probe,
     APPLY_PROBE_JOB: run_apply_probe,
+    BUILD_DATASET_JOB: run_build_dataset,
 }

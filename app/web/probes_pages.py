@@ -11,6 +11,7 @@ from starlette.responses import HTMLResponse, Response
 
 from app.db import transaction
 from app.errors import InvalidInput
+from app.ingest.lie_jobs import BUILD_DATASET_JOB, BUILDERS
 from app.services import jobs
 from app.services.benchmarks import get_benchmark
 from app.services.language_models import get_language_model, list_language_models
@@ -84,6 +85,7 @@ def probes_page(request: Request, store: StoreDep) -> HTMLResponse:
         "variants": LIE_VARIANTS,
         "frozen": [c["name"] for c in cards if c["frozen"]],
         "metrics_url": metrics_url,
+        "builders": list(BUILDERS),
     }
     return render(request, "probes.html", context)
 
@@ -134,6 +136,15 @@ def fit_lie(
         get_language_model(session, model)
 
     job_id = _queue(store, FIT_LIE_PROBE_JOB, params, checks)
+    return redirect_after_post(request, f"/jobs/{job_id}")
+
+
+@router.post("/probes/datasets")
+def build_datasets(request: Request, store: StoreDep, builder: Annotated[str, Form()]) -> Response:
+    """Queue one of the lie-detector dataset builders (bundled data, default options)."""
+    if builder not in BUILDERS:
+        raise InvalidInput(f"must be one of {', '.join(BUILDERS)}", field="builder")
+    job_id = _queue(store, BUILD_DATASET_JOB, {"builder": builder}, lambda _s: None)
     return redirect_after_post(request, f"/jobs/{job_id}")
 
 
