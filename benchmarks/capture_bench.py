@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from rounds import run_rounds  # benchmarks/ is on sys.path when a script runs
 
 from app.settings import Settings
 from workers.capture import (
@@ -334,18 +335,9 @@ def main() -> None:
     )
     methods, peaks, unavailable, loaded = build_methods(args, model_dir, transcripts, eot)
 
-    times: dict[str, list[float]] = {name: [] for name in methods}
-    cpu: dict[str, list[float]] = {name: [] for name in methods}
-    outputs: dict[str, Any] = {}
-    for round_no in range(args.repeats):
-        names = list(methods)
-        # Rotate the order each round so no method always runs right after a given other one.
-        names = names[round_no % len(names) :] + names[: round_no % len(names)]
-        for name in names:
-            wall, used = time.perf_counter(), time.process_time()
-            outputs[name] = methods[name]()
-            cpu[name].append(time.process_time() - used)
-            times[name].append(time.perf_counter() - wall)
+    device = loaded.model.device
+    sync = (lambda: _sync(device)) if device.type == "cuda" else (lambda: None)
+    times, cpu, outputs = run_rounds(methods, args.repeats, sync)
     report = _report(args, loaded, transcripts, (times, cpu), outputs, peaks, unavailable)
     print(json.dumps(report, indent=2))
 

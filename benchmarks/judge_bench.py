@@ -19,13 +19,13 @@ import argparse
 import json
 import os
 import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from rounds import run_rounds  # benchmarks/ is on sys.path when a script runs
 
 from app.judging.protocol import JudgePrompt
 from app.settings import Settings
@@ -154,20 +154,10 @@ def main() -> None:
     methods = build_methods(loaded, prompts, args)
     for run in methods.values():  # warm-up: page in weights, build kernels
         run()
-    wall: dict[str, list[float]] = {m: [] for m in methods}
-    cpu: dict[str, list[float]] = {m: [] for m in methods}
-    outputs: dict[str, Any] = {}
-    names = list(methods)
-    for r in range(args.rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            if loaded.model.device.type == "cuda":
-                torch.cuda.synchronize()
-            w, c = time.perf_counter(), time.process_time()
-            outputs[name] = methods[name]()
-            if loaded.model.device.type == "cuda":
-                torch.cuda.synchronize()
-            cpu[name].append(time.process_time() - c)
-            wall[name].append(time.perf_counter() - w)
+    on_gpu = loaded.model.device.type == "cuda"
+    wall, cpu, outputs = run_rounds(
+        methods, args.rounds, torch.cuda.synchronize if on_gpu else lambda: None
+    )
     on_cpu = loaded.model.device.type == "cpu"
     basis = cpu if on_cpu else wall
     generated = sum(len(g) for g in outputs["no_capture"])

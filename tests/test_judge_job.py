@@ -13,43 +13,37 @@ import numpy as np
 import pytest
 from sqlalchemy import delete, func, select
 
-from app.db import session_factory, transaction
+from app.db import transaction
 from app.ingest.judgebench import import_judgebench
 from app.ingest.statements import import_statements
 from app.judging.params import JudgeParams, enqueue_judge
 from app.services import jobs
 from app.services.activation_sets import get_activation_set
-from app.services.language_models import register_language_model
 from app.settings import Settings
 from app.store import Store
 from app.tables import Instance, Judgment, LabelEvent
 from tests.conftest import DATA
+from tests.job_support import register_tiny, run_queue, store_on
 from workers.activations import read_activation_set
 from workers.capture import EndOfTurn, capture, render_chat
 from workers.extract_job import ExtractParams, enqueue_extract
-from workers.handlers import HANDLERS
 from workers.judge import judge_layers
 from workers.judge_job import activation_set_name
-from workers.models import describe_model, load_model
-from workers.runner import Worker
+from workers.models import load_model
 
 PAIRS = sorted((DATA / "judgebench").glob("dataset=judgebench,*.jsonl"))[0]
 
 
 @pytest.fixture
 def store(settings: Settings, engine: Any, tiny_model_dir: Path) -> Store:
-    store = Store(settings=settings, engine=engine, factory=session_factory(engine))
-    info = describe_model(tiny_model_dir)
+    store = store_on(settings, engine)
+    register_tiny(store, tiny_model_dir)
     with transaction(store.factory) as s:
-        register_language_model(
-            s, "tiny", path=str(tiny_model_dir), fingerprint=info.fingerprint, dtype="float32"
-        )
         import_judgebench(s, PAIRS, benchmark="jb")
     return store
 
 
-def _run(store: Store) -> int:
-    return Worker(store, HANDLERS, device="cpu", log=lambda _: None).run(once=True)
+_run = run_queue
 
 
 def _judge(store: Store, **kw: Any) -> int:

@@ -8,10 +8,9 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from app.db import session_factory, transaction
+from app.db import transaction
 from app.ingest.lie_datasets import build_roleplay, build_truth
 from app.services import jobs
-from app.services.language_models import register_language_model
 from app.services.lie_variants import lie_extract_spec
 from app.services.metrics import metrics_report
 from app.services.probe_store import load_probe
@@ -19,33 +18,21 @@ from app.settings import Settings
 from app.store import Store
 from app.tables import Detector, Score
 from tests.conftest import DATA
-from workers.handlers import HANDLERS
-from workers.models import describe_model
-from workers.runner import Worker
+from tests.job_support import register_tiny, run_job, run_queue, store_on
 
 
 @pytest.fixture
 def store(settings: Settings, engine: Any, tiny_model_dir: Path) -> Store:
-    store = Store(settings=settings, engine=engine, factory=session_factory(engine))
-    info = describe_model(tiny_model_dir)
+    store = store_on(settings, engine)
+    register_tiny(store, tiny_model_dir)
     with transaction(store.factory) as s:
-        register_language_model(
-            s, "tiny", path=str(tiny_model_dir), fingerprint=info.fingerprint, dtype="float32"
-        )
         build_truth(s, DATA, formats=("affirmative", "negated"), topics=("element_symb",),
                     benchmark="truth-el")  # fmt: skip
         build_roleplay(s, DATA)
     return store
 
 
-def _run(store: Store, kind: str, params: dict[str, Any]) -> dict[str, Any]:
-    with transaction(store.factory) as s:
-        job_id = jobs.enqueue(s, kind, params).id
-    Worker(store, HANDLERS, device="cpu", log=lambda _: None).run(once=True)
-    with transaction(store.factory) as s:
-        job = jobs.get_job(s, job_id)
-    assert job.status == "done", job.error
-    return job.result or {}
+_run = run_job
 
 
 @pytest.mark.parametrize("variant", ["lie", "truth"])
@@ -97,7 +84,7 @@ def test_dataset_builds_run_as_jobs(store: Store, settings: Settings):
         )
         assert queued.status_code == 303
         assert client.post("/probes/datasets", data={"builder": "x"}).status_code == 422
-    Worker(store, HANDLERS, device="cpu", log=lambda _: None).run(once=True)
+    run_queue(store)
     with transaction(store.factory) as s:
         (job,) = [j for j in jobs.list_jobs(s) if j.kind == "build_dataset"]
         assert job.status == "done" and job.progress_done == job.progress_total == 1

@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from app.db import session_factory, transaction
+from app.db import transaction
 from app.main import create_app
 from app.services import jobs
 from app.services.benchmarks import ensure_benchmark
@@ -24,9 +24,8 @@ from app.services.flips import recompute_flips
 from app.settings import Settings
 from app.store import Store
 from app.tables import Detector, Instance, Judgment, Score
+from tests.job_support import run_job, run_queue, store_on
 from workers.activations import open_activation_set, shard_files, sync_instance_order
-from workers.handlers import HANDLERS
-from workers.runner import Worker
 
 JUDGE = "tiny/forced"
 LAYERS = [1, 2, 3]
@@ -78,18 +77,10 @@ def _seed_flip_benchmark(store: Store, name: str, n: int, seed: int) -> None:
 
 @pytest.fixture
 def store(settings: Settings, engine: Any) -> Store:
-    return Store(settings=settings, engine=engine, factory=session_factory(engine))
+    return store_on(settings, engine)
 
 
-def _run(store: Store, kind: str, params: dict[str, Any]) -> dict[str, Any]:
-    with transaction(store.factory) as s:
-        job_id = jobs.enqueue(s, kind, params).id
-    Worker(store, HANDLERS, device="cpu", log=lambda _: None).run(once=True)
-    with transaction(store.factory) as s:
-        job = jobs.get_job(s, job_id)
-    assert job.status == "done", job.error
-    assert job.result is not None
-    return job.result
+_run = run_job
 
 
 def test_flip_probe_beats_its_baselines_and_transfers_frozen(store: Store, settings: Settings):
@@ -145,7 +136,7 @@ def test_apply_refuses_activations_from_other_weights(store: Store):
             "apply_probe",
             {"probe": f"probe:{JUDGE}@src", "benchmark": "other", "activation_set": "elsewhere"},
         ).id
-    Worker(store, HANDLERS, device="cpu", log=lambda _: None).run(once=True)
+    run_queue(store)
     with transaction(store.factory) as s:
         job = jobs.get_job(s, job_id)
     assert job.status == "failed" and "other weights" in (job.error or "")
