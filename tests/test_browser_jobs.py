@@ -1,0 +1,58 @@
+"""Headless Chromium: a job's page follows its progress live (htmx polling) and its buttons work."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from app.db import transaction
+from app.services import jobs
+from app.settings import Settings
+from app.store import Store
+from tests.live_server import live_server
+from tests.test_browser import browser
+
+pytestmark = pytest.mark.browser
+
+__all__ = ["browser"]  # the shared Chromium fixture, imported so pytest finds it here
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, Store]]:
+    settings = Settings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path / 'jobs.sqlite3'}")
+    store = Store.open(settings)
+    with live_server(settings) as url:
+        yield url, store
+    store.close()
+
+
+def test_progress_bar_follows_the_worker_and_cancel_stops_the_job(
+    browser: Any, served: tuple[str, Store]
+):
+    url, store = served
+    with transaction(store.factory) as s:
+        job_id = jobs.enqueue(s, "judge", {"judge": "m/forced", "benchmark": "b"}).id
+        assert jobs.claim(s, "w", lease_seconds=600, job_id=job_id) is not None
+        jobs.set_progress(s, job_id, "w", 1, 10)
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    page.goto(f"{url}/jobs/{job_id}")
+    bar = page.locator("#job progress")
+    assert bar.get_attribute("value") == "1"
+    with transaction(store.factory) as s:  # the worker reports a batch
+        jobs.set_progress(s, job_id, "w", 7, 10)
+    # The page's CSP forbids eval, so wait with a locator assertion, not wait_for_function.
+    expect(page.locator("#job progress")).to_have_attribute("value", "7")
+    page.get_by_role("button", name="Cancel").click()
+    page.wait_for_selector("text=cancelled")
+    assert page.locator("#job[hx-trigger]").count() == 0  # a finished job stops polling
+    assert page.get_by_role("button", name="Retry").is_visible()
+    with transaction(store.factory) as s:
+        assert jobs.get_job(s, job_id).status == "cancelled"
+        assert not jobs.heartbeat(s, job_id, "w", lease_seconds=60)  # the worker is told
+    context.close()
