@@ -11,6 +11,7 @@ import typer
 
 from app.demo import BUNDLED_DATA, load_demo_data
 from app.ingest.cli import import_app
+from app.ingest.export_cli import register as register_export
 from app.metrics_cli import register as register_metrics
 from app.settings import Settings
 from app.store import Store
@@ -26,6 +27,7 @@ cli.add_typer(models_app, name="models")
 cli.add_typer(probe_app, name="probe")
 register_metrics(cli)
 register_jobs(cli)
+register_export(cli)
 
 
 @db_app.command("upgrade")
