@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from app.stats.probes import baseline_matrix
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -18,6 +17,7 @@ from app.errors import InvalidInput
 from app.services.activation_sets import get_activation_set
 from app.services.flips import flip_label_name
 from app.services.metrics import get_detector, load_labelled
+from app.stats.probes import baseline_matrix
 from app.tables import Instance, Judgment, Order
 from workers.activations import read_activation_set
 
