@@ -63,7 +63,23 @@ def _install_sqlite_pragmas(engine: Engine, busy_timeout_ms: int) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN")
+        # IMMEDIATE for writers (see `immediate`): a deferred transaction that reads first and
+        # then writes fails at once with "database is locked" if another connection committed
+        # in between (the WAL snapshot is stale), without waiting for the busy timeout.
+        conn.exec_driver_sql(f"BEGIN {conn.get_execution_options().get(_BEGIN_MODE, '')}")
+
+
+_BEGIN_MODE = "appellate_sqlite_begin"
+
+
+def immediate(engine: Engine) -> Engine:
+    """The engine whose SQLite transactions take the write lock at BEGIN (others unchanged).
+
+    For short read-then-write transactions that run beside other writers (job claims,
+    heartbeats, per-batch results, queue actions from the web): they wait for the lock under
+    the busy timeout instead of failing when their snapshot turns out to be stale.
+    """
+    return engine.execution_options(**{_BEGIN_MODE: "IMMEDIATE"}) if is_sqlite(engine) else engine
 
 
 def is_sqlite(engine: Engine) -> bool:

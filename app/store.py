@@ -8,7 +8,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import migrate
-from app.db import make_engine, session_factory
+from app.db import immediate, make_engine, session_factory
 from app.settings import Settings
 
 
@@ -28,6 +28,11 @@ class Store:
         if upgrade:
             migrate.upgrade(engine)
         return cls(settings=settings, engine=engine, factory=session_factory(engine))
+
+    @property
+    def write_factory(self) -> sessionmaker[Session]:
+        """Sessions for transactions that write beside other writers (see ``db.immediate``)."""
+        return session_factory(immediate(self.engine))
 
     def close(self) -> None:
         """Release pooled connections."""

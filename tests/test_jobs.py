@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db import transaction
+from app.db import session_factory, transaction
 from app.errors import Conflict
 from app.services import jobs
+from app.settings import Settings
+from app.store import Store
 from app.tables import Job, utcnow
 
 
@@ -146,3 +149,44 @@ def test_requeue_ignores_live_leases(factory: sessionmaker[Session]):
     with transaction(factory) as s:
         assert jobs.requeue_stale(s, utcnow()) == 0
         assert jobs.active_jobs_exist(s)
+
+
+def test_read_then_write_transactions_survive_a_concurrent_writer(settings: Settings, engine: Any):
+    """A read-then-write transaction beside another writer waits for it instead of failing.
+
+    A worker's batch commit reads (is the job still mine?) and then writes while its heartbeat
+    thread commits on another connection; on SQLite a deferred transaction would fail at once
+    with "database is locked". Write transactions start IMMEDIATE.
+    """
+    store = Store(settings=settings, engine=engine, factory=session_factory(engine))
+    (job_id,) = _enqueue(store.factory, 1)
+    read_done, written = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def batch() -> None:
+        try:
+            with transaction(store.write_factory) as s:
+                jobs.get_job(s, job_id)  # the read
+                read_done.set()
+                written.wait(timeout=0.5)  # the heartbeat commits now (or waits for us)
+                s.get_one(Job, job_id).progress_done = 5  # the write
+        except BaseException as exc:
+            errors.append(exc)
+
+    def heartbeat() -> None:
+        read_done.wait()
+        try:
+            with transaction(store.write_factory) as s:
+                s.get_one(Job, job_id).progress_total = 9
+            written.set()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=batch), threading.Thread(target=heartbeat)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    job = _job(store.factory, job_id)
+    assert (job.progress_done, job.progress_total) == (5, 9)

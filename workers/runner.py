@@ -72,7 +72,7 @@ class JobContext:
             stopping (the batch is written first).
 
         """
-        with transaction(self.store.factory) as session:
+        with transaction(self.store.write_factory) as session:
             if not jobs.is_owned(session, self.claim.job_id, self.claim.owner):
                 self.lease_lost.set()
                 raise JobStopped
@@ -84,7 +84,7 @@ class JobContext:
 
     def progress(self, done: int, total: int | None) -> None:
         """Record progress without results (e.g. the total, before the first batch)."""
-        with transaction(self.store.factory) as session:
+        with transaction(self.store.write_factory) as session:
             if not jobs.set_progress(session, self.claim.job_id, self.claim.owner, done, total):
                 self.lease_lost.set()
         self.check()
@@ -107,7 +107,7 @@ class _Heartbeat(threading.Thread):
     def run(self) -> None:
         while not self.stopped.wait(self.lease_seconds / 3):
             try:
-                with transaction(self.ctx.store.factory) as session:
+                with transaction(self.ctx.store.write_factory) as session:
                     ok = jobs.heartbeat(
                         session,
                         self.ctx.claim.job_id,
@@ -152,7 +152,7 @@ class Worker:
 
     def claim(self, job_id: int | None = None) -> jobs.Claim | None:
         """Claim the next job this worker can run (or exactly ``job_id``)."""
-        with transaction(self.store.factory) as session:
+        with transaction(self.store.write_factory) as session:
             return jobs.claim(
                 session,
                 worker_name(),
@@ -194,20 +194,20 @@ class Worker:
         finally:
             beat.stopped.set()
             beat.join()
-        with transaction(self.store.factory) as session:
+        with transaction(self.store.write_factory) as session:
             ok = jobs.finish(session, claimed.job_id, claimed.owner, result)
         self.log(f"job {claimed.job_id}: {'done' if ok else 'finished after losing its lease'}")
         return "done" if ok else "lost"
 
     def _failed(self, claimed: jobs.Claim, detail: str, *, final: bool) -> str:
-        with transaction(self.store.factory) as session:
+        with transaction(self.store.write_factory) as session:
             status = jobs.fail(session, claimed.job_id, claimed.owner, detail, final=final)
         self.log(f"job {claimed.job_id}: {detail} -> {status}")
         return status or "lost"
 
     def _stopped(self, ctx: JobContext) -> str:
         if self.shutdown.is_set() and not ctx.lease_lost.is_set():
-            with transaction(self.store.factory) as session:
+            with transaction(self.store.write_factory) as session:
                 jobs.release(session, ctx.claim.job_id, ctx.claim.owner)
             self.log(f"job {ctx.claim.job_id}: stopped by shutdown, back in the queue")
             return "released"

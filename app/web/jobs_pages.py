@@ -68,7 +68,7 @@ def redirect_after_post(request: Request, url: str) -> Response:
 
 
 def _queue(store: StoreDep, name: str, body: JudgeRequest) -> Job:
-    with transaction(store.factory) as session:
+    with transaction(store.write_factory) as session:
         data = body.model_dump()
         if data["mode"] is None:
             data["mode"] = default_mode(session, body.model)
@@ -96,7 +96,7 @@ def job_page(request: Request, job_id: int, store: StoreDep) -> HTMLResponse:
 @router.post("/jobs/{job_id}/cancel")
 def cancel_job(request: Request, job_id: int, store: StoreDep) -> Response:
     """Cancel a queued or running job (a running worker stops after its current batch)."""
-    with transaction(store.factory) as session:
+    with transaction(store.write_factory) as session:
         jobs.cancel(session, job_id)
     return redirect_after_post(request, f"/jobs/{job_id}")
 
@@ -104,7 +104,7 @@ def cancel_job(request: Request, job_id: int, store: StoreDep) -> Response:
 @router.post("/jobs/{job_id}/retry")
 def retry_job(request: Request, job_id: int, store: StoreDep) -> Response:
     """Queue a failed or cancelled job again; the units it finished are kept."""
-    with transaction(store.factory) as session:
+    with transaction(store.write_factory) as session:
         jobs.retry(session, job_id)
     return redirect_after_post(request, f"/jobs/{job_id}")
 
@@ -172,14 +172,14 @@ def api_job(job_id: int, store: StoreDep) -> JobOut:
 @api_router.post("/jobs/{job_id}/cancel", response_model=JobOut)
 def api_cancel(job_id: int, store: StoreDep) -> JobOut:
     """Cancel a queued or running job (409 if it already finished)."""
-    with transaction(store.factory) as session:
+    with transaction(store.write_factory) as session:
         return JobOut.of(jobs.cancel(session, job_id))
 
 
 @api_router.post("/jobs/{job_id}/retry", response_model=JobOut)
 def api_retry(job_id: int, store: StoreDep) -> JobOut:
     """Queue a failed or cancelled job again (409 otherwise)."""
-    with transaction(store.factory) as session:
+    with transaction(store.write_factory) as session:
         return JobOut.of(jobs.retry(session, job_id))
 
 

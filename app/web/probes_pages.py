@@ -91,7 +91,7 @@ def probes_page(request: Request, store: StoreDep) -> HTMLResponse:
 
 
 def _queue(store: StoreDep, kind: str, params: dict[str, Any], checks: Any) -> int:
-    with transaction(store.factory) as session:
+    with transaction(store.write_factory) as session:
         checks(session)
         return jobs.enqueue(session, kind, params).id
 
