@@ -30,7 +30,9 @@ fi
 .venv/bin/ruff format --check .
 
 set +e
-.venv/bin/python -m pytest -q "$@"
+# A base temp directory of this checkout's own: pytest prunes old numbered directories under the
+# shared /tmp/pytest-of-$USER, which would pull the rug from under a second run on the machine.
+.venv/bin/python -m pytest -q --basetemp=.pytest-tmp "$@"
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then
