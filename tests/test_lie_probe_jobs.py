@@ -49,6 +49,8 @@ def test_fit_lie_probe_then_score_the_roleplay_replies(store: Store, variant: st
         assert detector.details["n"] == 372 and artifact["extract"]["format"] == spec["format"]
     applied = _run(store, "apply_probe", {"probe": name, "benchmark": "roleplay"})
     assert applied["scored"] == 104
+    # Named by the capture spec, so probes that read items the same way share one capture.
+    assert applied["activation_set"].startswith("extract:tiny:roleplay:")
     with transaction(store.factory) as s:
         probe_id = s.scalar(select(Detector.id).where(Detector.name == name))
         scores = s.scalars(select(Score.score).where(Score.detector_id == probe_id)).all()

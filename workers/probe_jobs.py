@@ -6,6 +6,8 @@ detectors, scores and artifacts in one final transaction (a rerun replaces them 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -286,7 +288,10 @@ def _target_set(ctx: JobContext, p: ApplyParams, artifact: dict[str, Any]) -> st
     if artifact.get("kind") == "flip":
         return f"judge:{artifact['judge']}:{p.benchmark}"
     spec = {**artifact["extract"], **p.fields}
-    name = f"{p.probe}:{p.benchmark}"
+    # Named by what is captured, not by the probe: probes that read the same way (the lie and
+    # forced-opposite variants) share one capture of the benchmark.
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+    name = f"extract:{spec['model']}:{p.benchmark}:{digest}"
     return capture_benchmark(ctx, ExtractParams(benchmark=p.benchmark, name=name, **spec))[
         "activation_set"
     ]
