@@ -90,10 +90,26 @@ def probes_page(request: Request, store: StoreDep) -> HTMLResponse:
     return render(request, "probes.html", context)
 
 
-def _queue(store: StoreDep, kind: str, params: dict[str, Any], checks: Any) -> int:
+def _queue(
+    request: Request,
+    store: StoreDep,
+    kind: str,
+    params: dict[str, Any],
+    *,
+    benchmark: str | None = None,
+    detector: str | None = None,
+    model: str | None = None,
+) -> Response:
+    """Check that the named benchmark, detector and model exist, queue the job, go to its page."""
     with transaction(store.write_factory) as session:
-        checks(session)
-        return jobs.enqueue(session, kind, params).id
+        if benchmark is not None:
+            get_benchmark(session, benchmark)
+        if detector is not None:
+            get_detector(session, detector)
+        if model is not None:
+            get_language_model(session, model)
+        job_id = jobs.enqueue(session, kind, params).id
+    return redirect_after_post(request, f"/jobs/{job_id}")
 
 
 @router.post("/probes/fit")
@@ -104,13 +120,8 @@ def fit_flip(
     judge: Annotated[str, Form()],
 ) -> Response:
     """Queue the flip probe of a judge on a benchmark (with baselines and a frozen copy)."""
-
-    def checks(session: Any) -> None:
-        get_benchmark(session, benchmark)
-        get_detector(session, judge)
-
-    job_id = _queue(store, FIT_PROBE_JOB, {"benchmark": benchmark, "judge": judge}, checks)
-    return redirect_after_post(request, f"/jobs/{job_id}")
+    params = {"benchmark": benchmark, "judge": judge}
+    return _queue(request, store, FIT_PROBE_JOB, params, benchmark=benchmark, detector=judge)
 
 
 @router.post("/probes/fit-lie")
@@ -130,13 +141,7 @@ def fit_lie(
         raise InvalidInput("comma-separated layer numbers", field="layers") from None
     spec = lie_extract_spec(variant, model, wanted)
     params = {"benchmark": benchmark, "name": name, "extract": spec}
-
-    def checks(session: Any) -> None:
-        get_benchmark(session, benchmark)
-        get_language_model(session, model)
-
-    job_id = _queue(store, FIT_LIE_PROBE_JOB, params, checks)
-    return redirect_after_post(request, f"/jobs/{job_id}")
+    return _queue(request, store, FIT_LIE_PROBE_JOB, params, benchmark=benchmark, model=model)
 
 
 @router.post("/probes/datasets")
@@ -144,8 +149,7 @@ def build_datasets(request: Request, store: StoreDep, builder: Annotated[str, Fo
     """Queue one of the lie-detector dataset builders (bundled data, default options)."""
     if builder not in BUILDERS:
         raise InvalidInput(f"must be one of {', '.join(BUILDERS)}", field="builder")
-    job_id = _queue(store, BUILD_DATASET_JOB, {"builder": builder}, lambda _s: None)
-    return redirect_after_post(request, f"/jobs/{job_id}")
+    return _queue(request, store, BUILD_DATASET_JOB, {"builder": builder})
 
 
 @router.post("/probes/apply")
@@ -156,10 +160,5 @@ def apply_probe(
     benchmark: Annotated[str, Form()],
 ) -> Response:
     """Queue scoring a benchmark with a frozen probe."""
-
-    def checks(session: Any) -> None:
-        get_benchmark(session, benchmark)
-        get_detector(session, probe)
-
-    job_id = _queue(store, APPLY_PROBE_JOB, {"probe": probe, "benchmark": benchmark}, checks)
-    return redirect_after_post(request, f"/jobs/{job_id}")
+    params = {"probe": probe, "benchmark": benchmark}
+    return _queue(request, store, APPLY_PROBE_JOB, params, benchmark=benchmark, detector=probe)
