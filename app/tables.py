@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     CheckConstraint,
     DateTime,
     Float,
@@ -69,6 +70,27 @@ class Choice(enum.StrEnum):
     B = "B"
     tie = "tie"
     invalid = "invalid"
+
+
+class Role(enum.StrEnum):
+    """What a user may do; each role may do everything the ones below it may."""
+
+    annotator = "annotator"
+    reviewer = "reviewer"
+    admin = "admin"
+
+    @property
+    def rank(self) -> int:
+        """Position in the order annotator < reviewer < admin."""
+        return list(Role).index(self)
+
+
+class TokenKind(enum.StrEnum):
+    """What a bearer secret stands for."""
+
+    session = "session"
+    api = "api"
+    signin = "signin"
 
 
 class JobStatus(enum.StrEnum):
@@ -134,7 +156,8 @@ class LabelEvent(Base):
     label_name: Mapped[str] = mapped_column(String(200))
     # Null retracts the label (e.g. a flip label whose pair became invalid).
     value: Mapped[str | None] = mapped_column(String(200))
-    # import | derived | annotator | reviewer
+    # Original values come from importers and derived labels (import, derived, ...); review
+    # writes "vote" (an annotator's, one standing per author) and "adjudication" (a reviewer's).
     source: Mapped[str] = mapped_column(String(40))
     author: Mapped[str] = mapped_column(String(200), default="")
     reason: Mapped[str] = mapped_column(Text, default="")
@@ -284,4 +307,121 @@ class ActivationSet(Base):
     # Row i of the arrays belongs to instance_ids[i].
     instance_ids: Mapped[list[Any]] = mapped_column(JsonType, default=list)
     details: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class User(Base):
+    """A person who signs in; ``password_hash`` is an argon2 hash (null: sign-in links only)."""
+
+    __tablename__ = "users"
+    __table_args__ = (CheckConstraint(_enum_check("role", Role), name="role"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    role: Mapped[str] = mapped_column(String(20))
+    password_hash: Mapped[str | None] = mapped_column(Text)
+    active: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class AuthToken(Base):
+    """A bearer secret of a user: a browser session, an API token or a one-time sign-in link.
+
+    Only the SHA-256 of the secret is stored, so a copy of the database signs nobody in.
+    """
+
+    __tablename__ = "auth_tokens"
+    __table_args__ = (
+        CheckConstraint(_enum_check("kind", TokenKind), name="kind"),
+        Index(None, "user_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(12))
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    # Sessions only: the synchronizer token every form and htmx POST must echo.
+    csrf_token: Mapped[str | None] = mapped_column(String(64))
+    label: Mapped[str] = mapped_column(String(200), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class ReviewQueue(Base):
+    """A frozen list of instances to relabel, with how many annotators see each and how."""
+
+    __tablename__ = "review_queues"
+    __table_args__ = (
+        UniqueConstraint("benchmark_id", "name"),
+        CheckConstraint("overlap_k >= 1", name="overlap_k"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(200))
+    # The label set annotators vote on.
+    label_name: Mapped[str] = mapped_column(String(200))
+    # "filter" (an instance-table query) or "disagreements" (a disagreement-list query).
+    source: Mapped[str] = mapped_column(String(20))
+    query: Mapped[str] = mapped_column(Text, default="")
+    overlap_k: Mapped[int] = mapped_column(Integer, default=2)
+    # Annotators see neither labels nor detector outputs.
+    blind: Mapped[bool] = mapped_column(Boolean, default=True)
+    # The values annotators choose from, in shortcut order (keys 1-9).
+    choices: Mapped[list[Any]] = mapped_column(JsonType, default=list)
+    instructions: Mapped[str] = mapped_column(Text, default="")
+    created_by: Mapped[str] = mapped_column(String(100), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class QueueItem(Base):
+    """An instance of a queue at a fixed position (membership is frozen when the queue is made)."""
+
+    __tablename__ = "queue_items"
+    __table_args__ = (
+        UniqueConstraint("queue_id", "instance_id"),
+        Index(None, "queue_id", "position"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    queue_id: Mapped[int] = mapped_column(ForeignKey("review_queues.id", ondelete="CASCADE"))
+    instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+
+
+class QueueAssignment(Base):
+    """A person assigned to a queue (a queue with no assignments is open to every annotator)."""
+
+    __tablename__ = "queue_assignments"
+    __table_args__ = (UniqueConstraint("queue_id", "user_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    queue_id: Mapped[int] = mapped_column(ForeignKey("review_queues.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+
+
+class QueueSkip(Base):
+    """An item a person skipped in a queue: it is not offered to them again."""
+
+    __tablename__ = "queue_skips"
+    __table_args__ = (UniqueConstraint("queue_id", "instance_id", "user_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    queue_id: Mapped[int] = mapped_column(ForeignKey("review_queues.id", ondelete="CASCADE"))
+    instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id", ondelete="CASCADE"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Comment(Base):
+    """One message in an instance's discussion thread (append-only)."""
+
+    __tablename__ = "comments"
+    __table_args__ = (Index(None, "instance_id", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id", ondelete="CASCADE"))
+    author: Mapped[str] = mapped_column(String(100))
+    body: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
