@@ -40,6 +40,15 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def as_utc(value: datetime) -> datetime:
+    """``value`` as aware UTC.
+
+    SQLite returns naive datetimes for what was stored as UTC, PostgreSQL aware ones in the
+    session's time zone.
+    """
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 class Base(DeclarativeBase):
     """Declarative base with a naming convention so migrations name constraints stably."""
 
