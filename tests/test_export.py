@@ -71,8 +71,9 @@ def _record(
 ) -> LabelEvent:
     """Append one review event.
 
-    Written as a row, not through ``append_label``: that one skips an event whose value
-    equals the latest event of any source, so a second agreeing vote would be lost.
+    Written as a row, not through ``append_label``: that one skips an event equal to the
+    latest of its own history (the author's vote, the adjudication), and these tests want
+    every event as written.
     """
     ev = LabelEvent(
         instance_id=_id(session, external_id, bench),

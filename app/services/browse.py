@@ -26,6 +26,7 @@ from app.services.instance_filter import (
     plan_for_one_page,
     resolve_filter,
 )
+from app.services.labels import is_original
 from app.services.payload_fields import PREVIEW_FIELD, payload_text, preview
 from app.tables import Instance, Judgment, LabelEvent, Order, Score
 
@@ -217,7 +218,7 @@ _KEYS = bindparam("keys", expanding=True)
 # Built once: these run on every table page.
 _ROW_LABELS = (
     select(LabelEvent.instance_id, LabelEvent.label_name, LabelEvent.value)
-    .where(LabelEvent.instance_id.in_(_IDS))
+    .where(LabelEvent.instance_id.in_(_IDS), is_original())
     .order_by(LabelEvent.instance_id, LabelEvent.label_name, LabelEvent.id)
 )
 _ROW_JUDGMENTS = select(
@@ -234,8 +235,8 @@ _ROW_SCORES = select(Score.instance_id, Score.detector_id, Score.score).where(
 
 
 def _current_labels(conn: Connection, ids: Sequence[int]) -> dict[int, dict[str, str]]:
-    # Same rule as labels.current_labels (the latest event wins, a null retracts), read as
-    # one index-ordered range instead of a grouped subquery: a page has few events.
+    # Same rule as labels.current_labels (the latest original event wins, a null retracts),
+    # read as one index-ordered range instead of a grouped subquery: a page has few events.
     out: dict[int, dict[str, str]] = {i: {} for i in ids}
     for iid, name, value in conn.execute(_ROW_LABELS, {"ids": ids}):
         if value is None:

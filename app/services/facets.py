@@ -10,11 +10,12 @@ from collections import Counter
 from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import exists, func, select
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from app.errors import NotFound
 from app.services.cache import VersionedCache
+from app.services.labels import is_latest_original
 from app.services.payload_fields import SLICE_FIELDS, payload_text
 from app.tables import Benchmark, Detector, Instance, Judgment, LabelEvent, Order, Score
 
@@ -255,19 +256,11 @@ def _compute_facets(session: Session, bench: Benchmark) -> BenchmarkFacets:
 
 
 def _label_sets(session: Session, bench_id: int, n_instances: int) -> list[LabelSetFacet]:
-    # "No later event of the same set" rather than max(id) per group: PostgreSQL runs it as
-    # one anti-join (5x faster than the grouped IN), SQLite at the same speed.
-    later = aliased(LabelEvent)
-    latest = ~exists().where(
-        later.instance_id == LabelEvent.instance_id,
-        later.label_name == LabelEvent.label_name,
-        later.id > LabelEvent.id,
-    )
     counts: dict[str, Counter[str]] = {}
     for name, value, count in session.execute(
         select(LabelEvent.label_name, LabelEvent.value, func.count())
         .join(Instance, Instance.id == LabelEvent.instance_id)
-        .where(Instance.benchmark_id == bench_id, latest)
+        .where(Instance.benchmark_id == bench_id, is_latest_original())
         .group_by(LabelEvent.label_name, LabelEvent.value)
     ):
         bucket = counts.setdefault(name, Counter())

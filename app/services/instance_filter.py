@@ -7,11 +7,11 @@ import functools
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import ColumnElement, Select, exists, select, text
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
 from app.services.facets import BenchmarkFacets
-from app.services.labels import current_label_subquery
+from app.services.labels import current_label_subquery, is_latest_original
 from app.services.payload_fields import SLICE_FIELDS, payload_text, text_search
 from app.tables import Choice, Instance, Judgment, LabelEvent, Order, Score
 
@@ -182,15 +182,7 @@ def _pick(name: str | None, known: list[str], what: str, field: str) -> str:
 
 def _holding_current_value(name: str, value: str | None) -> Select[tuple[int]]:
     """Ids of instances whose current value of ``name`` is ``value`` (any value if ``None``)."""
-    later = aliased(LabelEvent)
-    q = select(LabelEvent.instance_id).where(
-        LabelEvent.label_name == name,
-        ~exists().where(
-            later.instance_id == LabelEvent.instance_id,
-            later.label_name == LabelEvent.label_name,
-            later.id > LabelEvent.id,
-        ),
-    )
+    q = select(LabelEvent.instance_id).where(LabelEvent.label_name == name, is_latest_original())
     return q.where(LabelEvent.value.is_not(None) if value is None else LabelEvent.value == value)
 
 

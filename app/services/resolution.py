@@ -14,24 +14,38 @@ from sqlalchemy import Select, case, func, literal, select, type_coerce
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
+from app.services.labels import ADJUDICATION, REVIEW_SOURCES, VOTE, is_original
 from app.services.labels import label_names as benchmark_label_names
 from app.tables import Instance, LabelEvent
 
-VOTE = "vote"
-ADJUDICATION = "adjudication"
-# Every other source (import, derived, and whatever importers add later) writes the original.
-REVIEW_SOURCES: tuple[str, ...] = (VOTE, ADJUDICATION)
+# The review sources are defined in labels, beside the current-label readers that must skip
+# them, and re-exported here, where review is resolved.
+__all__ = [
+    "ADJUDICATION",
+    "CHANGE_COLUMNS",
+    "REVIEW_SOURCES",
+    "VOTE",
+    "ChangeRow",
+    "Event",
+    "Resolution",
+    "Rule",
+    "change_rows",
+    "changelog",
+    "check_k",
+    "fold",
+    "latest_events",
+    "resolve",
+    "resolved_labels",
+]
 
 Rule = Literal["adjudication", "unanimous-votes", "original"]
 
 # The kind of an event for "latest per kind": votes additionally keep one per author.
-_KIND = case((LabelEvent.source.in_(REVIEW_SOURCES), LabelEvent.source), else_=literal("original"))
+_KIND = case((is_original(), literal("original")), else_=LabelEvent.source)
 _VOTER = case((LabelEvent.source == VOTE, LabelEvent.author), else_=literal(""))
 # Only review events' tags reach the changelog; skipping the others saves decoding a JSON
 # list per instance (a third of the time on 100,000 instances).
-_REVIEW_TAGS = type_coerce(
-    case((LabelEvent.source.in_(REVIEW_SOURCES), LabelEvent.tags)), LabelEvent.tags.type
-)
+_REVIEW_TAGS = type_coerce(case((is_original(), None), else_=LabelEvent.tags), LabelEvent.tags.type)
 
 
 @dataclass(frozen=True, slots=True)
