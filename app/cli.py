@@ -9,12 +9,13 @@ from pathlib import Path
 
 import typer
 
-from app.demo import BUNDLED_DATA, load_demo_data
+from app.demo import BUNDLED_DATA, demo_admin_link, load_demo_data
 from app.ingest.cli import import_app
 from app.ingest.export_cli import register as register_export
 from app.metrics_cli import register as register_metrics
 from app.settings import Settings
 from app.store import Store
+from app.users_cli import signin_url, users_app
 from workers.cli import add_smollm2, models_app
 from workers.jobs_cli import register as register_jobs
 from workers.probe_cli import probe_app
@@ -25,6 +26,7 @@ cli.add_typer(db_app, name="db")
 cli.add_typer(import_app, name="import")
 cli.add_typer(models_app, name="models")
 cli.add_typer(probe_app, name="probe")
+cli.add_typer(users_app, name="users")
 register_metrics(cli)
 register_jobs(cli)
 register_export(cli)
@@ -122,19 +124,19 @@ def demo(
     store = Store.open(settings)
     for line in load_demo_data(store, data):
         typer.echo(line)
+    secret = demo_admin_link(store)
     store.close()
     if model:
         try:
             add_smollm2()
         except typer.Exit:
             typer.echo("the demo model is not available; judging needs a registered model")
+    host, port = host or settings.host, port or settings.port
+    typer.echo(
+        f"sign in as admin (one-time link, 24 h): {signin_url(secret, f'http://{host}:{port}')}"
+    )
     if serve_after:
-        _serve(
-            settings,
-            host or settings.host,
-            port or settings.port,
-            job_worker=device if with_worker else None,
-        )
+        _serve(settings, host, port, job_worker=device if with_worker else None)
 
 
 def main() -> None:

@@ -5,10 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from sqlalchemy import select
+
 from app.db import transaction
 from app.ingest.judgebench import import_judgebench
 from app.ingest.statements import import_statements
+from app.services.users import create_user, issue_token
 from app.store import Store
+from app.tables import Role, TokenKind, User
 
 BUNDLED_DATA = Path(__file__).resolve().parent.parent / "data"
 
@@ -41,3 +45,16 @@ def load_demo_data(store: Store, data: Path = BUNDLED_DATA) -> Iterator[str]:
         with transaction(store.factory) as session:
             summary = import_statements(session, path, benchmark=name)
         yield summary.line()
+
+
+DEMO_ADMIN = "admin"
+
+
+def demo_admin_link(store: Store) -> str:
+    """The secret of a one-time sign-in link for the demo's admin (created on first run)."""
+    with transaction(store.factory) as session:
+        user = session.scalar(select(User).where(User.name == DEMO_ADMIN))
+        if user is None:
+            user = create_user(session, DEMO_ADMIN, Role.admin.value)
+        secret, _ = issue_token(session, user, TokenKind.signin, label="demo")
+    return secret

@@ -11,7 +11,16 @@ from fastapi.staticfiles import StaticFiles
 from app.services.cache import VersionedCache
 from app.settings import Settings
 from app.store import Store
-from app.web import api, health, jobs_pages, metrics_pages, pages, probes_pages
+from app.web import (
+    account_pages,
+    api,
+    health,
+    jobs_pages,
+    metrics_pages,
+    pages,
+    probes_pages,
+)
+from app.web.auth import RequireReviewer
 from app.web.errors import install_error_handlers
 from app.web.templating import STATIC_DIR, make_templates
 
@@ -51,13 +60,19 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.templates = make_templates()
     app.state.read_cache = VersionedCache()
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
-    app.include_router(pages.router)
-    app.include_router(metrics_pages.router)
-    app.include_router(metrics_pages.api_router)
-    app.include_router(jobs_pages.router)
-    app.include_router(probes_pages.router)
-    app.include_router(jobs_pages.api_router)
-    app.include_router(api.router)
+    # The dashboard shows labels and detector outputs: reviewers and admins read it; annotators
+    # work in review queues only (where blind mode hides both). Mutations check CSRF too.
+    for router in (
+        pages.router,
+        metrics_pages.router,
+        metrics_pages.api_router,
+        jobs_pages.router,
+        probes_pages.router,
+        jobs_pages.api_router,
+        api.router,
+    ):
+        app.include_router(router, dependencies=[RequireReviewer])
+    app.include_router(account_pages.router)
     app.include_router(health.router)
     install_error_handlers(app)
     return app

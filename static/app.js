@@ -24,3 +24,13 @@
     }
   });
 })();
+
+// Every htmx request that changes something echoes the session's CSRF token (read from the
+// page's meta tag; the session cookie itself is HttpOnly).
+document.addEventListener("htmx:configRequest", function (ev) {
+  "use strict";
+  var meta = document.querySelector('meta[name="csrf-token"]');
+  if (meta && meta.content && ev.detail.verb !== "get") {
+    ev.detail.headers["X-CSRF-Token"] = meta.content;
+  }
+});

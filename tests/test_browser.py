@@ -13,6 +13,7 @@ from playwright import sync_api as playwright_api
 from app.settings import Settings
 from app.store import Store
 from tests import factories as f
+from tests.auth_support import signed_in_context
 from tests.live_server import live_server
 
 pytestmark = pytest.mark.browser
@@ -42,10 +43,15 @@ def browser() -> Iterator[object]:
 
 
 @pytest.fixture
-def base_url(tmp_path: Path) -> Iterator[str]:
+def browser_settings(tmp_path: Path) -> Settings:
     # The browser exercises the pages, not the dialect: one SQLite store of its own, so the
     # dialect-parametrised fixtures neither run it twice nor skip it.
-    settings = Settings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path / 'browser.sqlite3'}")
+    return Settings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path / 'browser.sqlite3'}")
+
+
+@pytest.fixture
+def base_url(browser_settings: Settings) -> Iterator[str]:
+    settings = browser_settings
     store = Store.open(settings)
     f.seed_benchmarks(store.factory)
     with live_server(settings) as url:
@@ -62,8 +68,12 @@ class Watch:
 
 
 @pytest.fixture
-def page(browser: object, base_url: str) -> Iterator[tuple[object, Watch]]:
-    context = browser.new_context(viewport={"width": 1400, "height": 900})  # type: ignore[attr-defined]
+def page(
+    browser: object, base_url: str, browser_settings: Settings
+) -> Iterator[tuple[object, Watch]]:
+    context = signed_in_context(
+        browser, base_url, browser_settings, viewport={"width": 1400, "height": 900}
+    )
     pg = context.new_page()
     watch = Watch()
 

@@ -13,6 +13,7 @@ from app.db import transaction
 from app.services import jobs
 from app.settings import Settings
 from app.store import Store
+from tests.auth_support import signed_in_context
 from tests.live_server import live_server
 from tests.test_browser import browser
 
@@ -38,7 +39,7 @@ def test_progress_bar_follows_the_worker_and_cancel_stops_the_job(
         job_id = jobs.enqueue(s, "judge", {"judge": "m/forced", "benchmark": "b"}).id
         assert jobs.claim(s, "w", lease_seconds=600, job_id=job_id) is not None
         jobs.set_progress(s, job_id, "w", 1, 10)
-    context = browser.new_context()
+    context = signed_in_context(browser, url, store.settings)
     page = context.new_page()
     page.set_default_timeout(10_000)
     page.goto(f"{url}/jobs/{job_id}")

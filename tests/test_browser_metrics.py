@@ -12,6 +12,7 @@ from app import migrate
 from app.db import make_engine, session_factory, transaction
 from app.ingest.judgebench import import_judgebench
 from app.settings import Settings
+from tests.auth_support import signed_in_context
 from tests.live_server import live_server
 from tests.test_browser import browser
 from tests.test_ingest_helpers import O1_MINI, O1_MINI_JUDGE, PAIRS_GPT4O, REWARD_OUTPUTS
@@ -27,10 +28,14 @@ SHOTS = Path("/tmp")
 
 
 @pytest.fixture(scope="module")
-def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def browser_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return Settings(data_dir=tmp_path_factory.mktemp("browser-metrics"))
+
+
+@pytest.fixture(scope="module")
+def base_url(browser_settings: Settings) -> Iterator[str]:
     """A server on its own SQLite store holding JudgeBench (GPT-4o pairs, o1-mini, 3 RMs)."""
-    data_dir = tmp_path_factory.mktemp("browser-metrics")
-    settings = Settings(data_dir=data_dir)
+    settings = browser_settings
     engine = make_engine(settings)
     migrate.upgrade(engine)
     with transaction(session_factory(engine)) as session:
@@ -40,8 +45,12 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
-def test_metrics_page_renders_plots(browser: object, base_url: str) -> None:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})  # type: ignore[attr-defined]
+def test_metrics_page_renders_plots(
+    browser: object, base_url: str, browser_settings: Settings
+) -> None:
+    context = signed_in_context(
+        browser, base_url, browser_settings, viewport={"width": 1400, "height": 1000}
+    )
     pg = context.new_page()
     errors: list[str] = []
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -67,8 +76,12 @@ def test_metrics_page_renders_plots(browser: object, base_url: str) -> None:
     context.close()
 
 
-def test_disagreements_page_lists_linked_items(browser: object, base_url: str) -> None:
-    context = browser.new_context(viewport={"width": 1400, "height": 900})  # type: ignore[attr-defined]
+def test_disagreements_page_lists_linked_items(
+    browser: object, base_url: str, browser_settings: Settings
+) -> None:
+    context = signed_in_context(
+        browser, base_url, browser_settings, viewport={"width": 1400, "height": 900}
+    )
     pg = context.new_page()
     pg.goto(
         f"{base_url}/benchmarks/judgebench/disagreements?detector={quote(REWARD, safe='')}"

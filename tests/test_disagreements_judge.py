@@ -20,11 +20,11 @@ from typer.testing import CliRunner
 from app.db import transaction
 from app.errors import InvalidInput, NotFound
 from app.ingest.judgebench import import_judgebench
-from app.main import create_app
 from app.metrics_cli import register
 from app.services.disagreements import disagreements
 from app.settings import Settings
 from app.tables import Detector, Instance, Judgment, Score
+from tests.auth_support import api_client
 from tests.test_ingest_helpers import O1_MINI, O1_MINI_JUDGE, PAIRS_GPT4O, REWARD_OUTPUTS
 from tests.test_metrics_service import build
 
@@ -157,7 +157,7 @@ def test_cli(runner: CliRunner, loaded: sessionmaker[Session]) -> None:
 
 @pytest.fixture
 def client(settings: Settings, loaded: sessionmaker[Session]) -> Iterator[TestClient]:
-    with TestClient(create_app(settings)) as c:
+    with api_client(settings) as c:
         yield c
 
 

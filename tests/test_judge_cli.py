@@ -15,16 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from app.db import session_factory, transaction
 from app.ingest.judgebench import import_judgebench
-from app.main import create_app
 from app.services import jobs
 from app.services.activation_sets import get_activation_set
 from app.settings import Settings
 from app.tables import Instance, Judgment, LabelEvent
+from tests.auth_support import api_client
 from tests.conftest import DATA, REPO
 from workers.activations import read_activation_set
 
@@ -105,7 +104,7 @@ def test_judge_wait_makes_45_judgments_with_activations_and_flips(
     arr = read_activation_set(data_dir, aset)
     assert arr.values.shape == (20, 4, 576) and arr.layers == [8, 15, 23, 29]
 
-    with TestClient(create_app(settings.model_copy(update={"data_dir": data_dir}))) as client:
+    with api_client(settings.model_copy(update={"data_dir": data_dir})) as client:
         page = client.get(f"/jobs/{job['id']}")
         inst = client.get(f"/benchmarks/judgebench/instances/{first_ab}")
     assert page.status_code == 200

@@ -17,6 +17,7 @@ from app.services.probe_store import load_probe
 from app.settings import Settings
 from app.store import Store
 from app.tables import Detector, Score
+from tests.auth_support import api_client
 from tests.conftest import DATA
 from tests.job_support import register_tiny, run_job, run_queue, store_on
 
@@ -63,24 +64,18 @@ def test_fit_lie_probe_then_score_the_roleplay_replies(store: Store, variant: st
 
 
 def test_probes_page_draws_the_validation_curve(store: Store, settings: Settings):
-    from fastapi.testclient import TestClient
-
-    from app.main import create_app
 
     spec = lie_extract_spec("lie", "tiny", layers=[1, 2, 3])
     _run(store, "fit_lie_probe", {"benchmark": "truth-el", "name": "p", "extract": spec})
-    with TestClient(create_app(settings)) as client:
+    with api_client(settings) as client:
         text = client.get("/probes").text
     assert "validation AUROC by layer: p" in text and "<polyline" in text
     assert 'class="reference"' in text  # the chosen layer is marked
 
 
 def test_dataset_builds_run_as_jobs(store: Store, settings: Settings):
-    from fastapi.testclient import TestClient
 
-    from app.main import create_app
-
-    with TestClient(create_app(settings)) as client:
+    with api_client(settings) as client:
         queued = client.post(
             "/probes/datasets", data={"builder": "personas"}, follow_redirects=False
         )

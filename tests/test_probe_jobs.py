@@ -11,11 +11,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from app.db import transaction
-from app.main import create_app
 from app.services import jobs
 from app.services.benchmarks import ensure_benchmark
 from app.services.comparisons import comparisons_report
@@ -24,6 +22,7 @@ from app.services.flips import recompute_flips
 from app.settings import Settings
 from app.store import Store
 from app.tables import Detector, Instance, Judgment, Score
+from tests.auth_support import api_client
 from tests.job_support import run_job, run_queue, store_on
 from workers.activations import open_activation_set, shard_files, sync_instance_order
 
@@ -114,7 +113,7 @@ def test_flip_probe_beats_its_baselines_and_transfers_frozen(store: Store, setti
     assert constant["source_prevalence"] == pytest.approx(
         store.factory().get_one(Detector, probe.id).details["prevalence"]
     )
-    with TestClient(create_app(settings)) as client:
+    with api_client(settings) as client:
         page = client.get("/benchmarks/src/metrics", params={"label": f"flip:{JUDGE}"})
         assert page.status_code == 200
         assert "Paired differences" in page.text and f"baseline:{JUDGE}" in page.text
@@ -145,7 +144,7 @@ def test_apply_refuses_activations_from_other_weights(store: Store):
 def test_probes_page_shows_fits_and_queues_jobs(store: Store, settings: Settings):
     _seed_flip_benchmark(store, "src", 80, seed=4)
     _run(store, "fit_probe", {"benchmark": "src", "judge": JUDGE})
-    with TestClient(create_app(settings)) as client:
+    with api_client(settings) as client:
         page = client.get("/probes")
         assert page.status_code == 200
         text = page.text

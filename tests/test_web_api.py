@@ -11,12 +11,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import transaction
-from app.main import create_app
 from app.services import browse
 from app.services.labels import append_label
 from app.settings import Settings
 from app.tables import Instance
 from tests import factories as f
+from tests.auth_support import api_client
 
 ALL = {p.external_id for p in f.PAIRS}
 
@@ -24,7 +24,7 @@ ALL = {p.external_id for p in f.PAIRS}
 @pytest.fixture
 def client(settings: Settings, factory: sessionmaker[Session]) -> Iterator[TestClient]:
     f.seed_benchmarks(factory)
-    with TestClient(create_app(settings)) as c:
+    with api_client(settings) as c:
         yield c
 
 

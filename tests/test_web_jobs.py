@@ -9,11 +9,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import transaction
-from app.main import create_app
 from app.services import jobs
 from app.services.language_models import register_language_model
 from app.settings import Settings
 from tests import factories as f
+from tests.auth_support import api_client
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def client(settings: Settings, factory: sessionmaker[Session]) -> Iterator[TestC
         register_language_model(
             s, "smol", path="/models/smol", fingerprint="sha256:x", details={"judge_mode": "forced"}
         )
-    with TestClient(create_app(settings)) as c:
+    with api_client(settings) as c:
         yield c
 
 

@@ -16,12 +16,12 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import transaction
 from app.ingest.judgebench import import_judgebench
-from app.main import create_app
 from app.services.disagreements import disagreements
 from app.services.metrics import metrics_report
 from app.settings import Settings
 from app.tables import Instance
 from app.web.svg_plots import Series, curve_plot
+from tests.auth_support import api_client
 from tests.test_ingest_helpers import O1_MINI, O1_MINI_JUDGE, PAIRS_GPT4O, REWARD_OUTPUTS
 
 HX = {"HX-Request": "true"}
@@ -33,7 +33,7 @@ REWARD = "reward_model/Skywork_Skywork-Reward-Gemma-2-27B"
 def client(settings: Settings, factory: sessionmaker[Session]) -> Iterator[TestClient]:
     with transaction(factory) as session:
         import_judgebench(session, [PAIRS_GPT4O], outputs=[O1_MINI, *REWARD_OUTPUTS])
-    with TestClient(create_app(settings)) as c:
+    with api_client(settings) as c:
         yield c
 
 

@@ -10,9 +10,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.main import create_app
 from app.settings import Settings
 from tests import factories as f
+from tests.auth_support import api_client
 
 HX = {"HX-Request": "true"}
 
@@ -20,7 +20,7 @@ HX = {"HX-Request": "true"}
 @pytest.fixture
 def client(settings: Settings, factory: sessionmaker[Session]) -> Iterator[TestClient]:
     f.seed_benchmarks(factory)
-    with TestClient(create_app(settings)) as c:
+    with api_client(settings) as c:
         yield c
 
 
@@ -52,7 +52,7 @@ def test_index_lists_benchmarks_with_counts(client: TestClient) -> None:
 
 
 def test_index_with_no_benchmarks(settings: Settings, factory: sessionmaker[Session]) -> None:
-    with TestClient(create_app(settings)) as c:
+    with api_client(settings) as c:
         r = c.get("/")
     assert r.status_code == 200
     assert "No benchmarks yet" in r.text
@@ -120,7 +120,7 @@ def test_pagination_links_keep_the_filter(
     settings: Settings, factory: sessionmaker[Session]
 ) -> None:
     f.seed_benchmarks(factory)
-    with TestClient(create_app(settings.model_copy(update={"page_size": 2}))) as c:
+    with api_client(settings.model_copy(update={"page_size": 2})) as c:
         first = c.get("/benchmarks/jb-mini?label=reference%3DB")
         assert len(row_ids(first.text)) == 2
         assert "page 1 of 2" in first.text

@@ -11,9 +11,10 @@ from fastapi.exception_handlers import (
 )
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from app.errors import Conflict, InvalidInput, NotFound
+from app.web.auth import Forbidden, NotSignedIn, sign_in_url
 from app.web.templating import render
 
 
@@ -88,8 +89,31 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return _html_error(request, exc.status_code, title, [str(exc.detail)])
 
 
+def _not_signed_in(request: Request, exc: Exception) -> Response:
+    if _wants_json(request):
+        return JSONResponse(
+            {"detail": "sign in: send Authorization: Bearer <API token>"},
+            status_code=401,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    target = sign_in_url(request) if request.method == "GET" else "/login"
+    if request.headers.get("HX-Request") == "true":
+        # htmx would swap a redirect's target into the page; send the whole window there.
+        return Response(status_code=401, headers={"HX-Redirect": target})
+    return RedirectResponse(target, status_code=303)
+
+
+def _forbidden(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, Forbidden)
+    if _wants_json(request):
+        return JSONResponse({"detail": exc.message}, status_code=403)
+    return _html_error(request, 403, "Forbidden", [exc.message])
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers on ``app``."""
+    app.add_exception_handler(NotSignedIn, _not_signed_in)
+    app.add_exception_handler(Forbidden, _forbidden)
     app.add_exception_handler(NotFound, _not_found)
     app.add_exception_handler(InvalidInput, _invalid_input)
     app.add_exception_handler(Conflict, _conflict)

@@ -8,7 +8,8 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.templating import Jinja2Templates
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, pass_context
+from markupsafe import Markup, escape
 from starlette.responses import HTMLResponse
 
 from app.web import cells, urls
@@ -42,6 +43,13 @@ def fmt_number(value: float | int | None, digits: int = 3) -> str:
     return f"{value:,.{digits}f}"
 
 
+@pass_context
+def csrf_field(context: Any) -> Markup:
+    """The hidden CSRF input every POST form carries (the session's token, escaped)."""
+    token = context.get("login_csrf") or context.get("csrf_token", "")
+    return Markup('<input type="hidden" name="csrf_token" value="{}">').format(escape(token))
+
+
 def make_templates(directory: Path = TEMPLATES_DIR) -> Jinja2Templates:
     """The template set, with autoescaping forced on for every template (never ``|safe``)."""
     env = Environment(
@@ -60,6 +68,7 @@ def make_templates(directory: Path = TEMPLATES_DIR) -> Jinja2Templates:
         instance_url=urls.instance_url,
         api_instances_url=urls.api_instances_url,
         query_string=query_string,
+        csrf_field=csrf_field,
     )
     return Jinja2Templates(env=env)
 
@@ -104,11 +113,17 @@ def render(
 
     """
     templates: Jinja2Templates = request.app.state.templates
+    # Every page shows who is signed in and embeds their CSRF token for forms and htmx.
+    principal = request.state._state.get("principal")
+    session_context = {
+        "user": principal,
+        "csrf_token": (principal.csrf_token or "") if principal is not None else "",
+    }
     as_fragment = fragment is not None and is_fragment_request(request)
     return templates.TemplateResponse(
         request,
         fragment if as_fragment and fragment is not None else template,
-        {**context, "fragment": as_fragment},
+        {**session_context, **context, "fragment": as_fragment},
         status_code=status_code,
         headers={**SECURITY_HEADERS, **(headers or {})},
     )
