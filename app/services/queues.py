@@ -1,0 +1,543 @@
+"""Review queues: frozen item lists that annotators vote on and reviewers adjudicate.
+
+Votes and adjudications are label events (sources ``vote`` and ``adjudication``), so history is
+never rewritten: undoing a vote appends a withdrawal (a null vote). Every write states the
+version of the item's label it saw (the highest label-event id of that instance and label set);
+a write against a newer version is refused with :class:`StaleWrite`, checked and appended under
+a lock on the instance, so two people racing on one item never lose an event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.orm import Session
+
+from app.errors import Conflict, InvalidInput, NotFound
+from app.services.labels import is_original
+from app.services.resolution import ADJUDICATION, VOTE, Resolution, fold, latest_events
+from app.services.users import Principal
+from app.tables import (
+    Benchmark,
+    Instance,
+    LabelEvent,
+    QueueAssignment,
+    QueueItem,
+    QueueSkip,
+    ReviewQueue,
+    Role,
+    User,
+)
+
+DEFECT_TAGS: tuple[str, ...] = (
+    "wrong reference",
+    "ambiguous",
+    "both wrong",
+    "duplicate",
+    "truncated/broken",
+    "persona not adopted",
+    "other",
+)
+# Keys 1-9 pick a value; more choices than that cannot be voted by keyboard alone.
+MAX_CHOICES = 9
+MAX_REASON = 2000
+
+
+class StaleWrite(Conflict):
+    """The item's label changed since the writer saw it (HTTP 409)."""
+
+    def __init__(self, instance_id: int, seen: int, current: int) -> None:
+        super().__init__(
+            f"this item changed since you opened it (you saw version {seen}, it is now "
+            f"{current}); nothing was saved — check the current state and decide again"
+        )
+        self.instance_id = instance_id
+        self.seen = seen
+        self.current = current
+
+
+class NotAssigned(Exception):
+    """The user may not work in this queue (HTTP 403)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far a queue is: items done (``k`` standing votes or an adjudication) and by whom."""
+
+    total: int
+    complete: int
+    adjudicated: int
+    unanimous: int
+    votes_by_person: dict[str, int] = field(default_factory=dict)
+    skips_by_person: dict[str, int] = field(default_factory=dict)
+
+
+def get_queue(session: Session, queue_id: int) -> ReviewQueue:
+    """The queue with id ``queue_id``, else NotFound."""
+    queue = session.get(ReviewQueue, queue_id)
+    if queue is None:
+        raise NotFound(f"no review queue {queue_id}")
+    return queue
+
+
+def list_queues(session: Session) -> list[tuple[ReviewQueue, str, int]]:
+    """Every queue with its benchmark name and item count, newest first."""
+    counts = (
+        select(QueueItem.queue_id, func.count().label("n")).group_by(QueueItem.queue_id).subquery()
+    )
+    q = (
+        select(ReviewQueue, Benchmark.name, func.coalesce(counts.c.n, 0))
+        .join(Benchmark, Benchmark.id == ReviewQueue.benchmark_id)
+        .outerjoin(counts, counts.c.queue_id == ReviewQueue.id)
+        .order_by(ReviewQueue.id.desc())
+    )
+    return [(queue, name, int(n)) for queue, name, n in session.execute(q)]
+
+
+def label_choices(session: Session, benchmark_id: int, label_name: str) -> list[str]:
+    """The distinct original values of a label set on a benchmark, sorted."""
+    q = (
+        select(LabelEvent.value)
+        .join(Instance, Instance.id == LabelEvent.instance_id)
+        .where(
+            Instance.benchmark_id == benchmark_id,
+            LabelEvent.label_name == label_name,
+            LabelEvent.value.is_not(None),
+            is_original(),
+        )
+        .distinct()
+    )
+    return sorted(v for v in session.scalars(q) if v is not None)
+
+
+def create_queue(
+    session: Session,
+    benchmark: Benchmark,
+    instance_ids: Sequence[int],
+    *,
+    name: str,
+    label_name: str,
+    source: str,
+    query: str = "",
+    overlap_k: int = 2,
+    blind: bool = True,
+    instructions: str = "",
+    created_by: str = "",
+    assignees: Sequence[str] = (),
+    choices: Sequence[str] | None = None,
+) -> ReviewQueue:
+    """Freeze ``instance_ids`` (in that order) into a new queue on ``label_name``.
+
+    Raises
+    ------
+    InvalidInput
+        No items, a blank or taken name, ``overlap_k`` below 1, more than nine choices, or an
+        unknown assignee.
+
+    """
+    name = name.strip()
+    if not name:
+        raise InvalidInput("give the queue a name", field="name")
+    if isinstance(overlap_k, bool) or overlap_k < 1:
+        raise InvalidInput(f"overlap k must be >= 1, got {overlap_k}", field="overlap_k")
+    ids = list(dict.fromkeys(instance_ids))
+    if not ids:
+        raise InvalidInput("the queue's source matches no instance", field="query")
+    taken = session.scalar(
+        select(ReviewQueue.id).where(
+            ReviewQueue.benchmark_id == benchmark.id, ReviewQueue.name == name
+        )
+    )
+    if taken is not None:
+        raise InvalidInput(f"{benchmark.name} already has a queue named {name!r}", field="name")
+    values = list(choices) if choices else label_choices(session, benchmark.id, label_name)
+    if not values:
+        raise InvalidInput(
+            f"label set {label_name!r} has no values on {benchmark.name}", field="label"
+        )
+    if len(values) > MAX_CHOICES:
+        raise InvalidInput(
+            f"label set {label_name!r} has {len(values)} values; a queue offers at most "
+            f"{MAX_CHOICES} (keys 1-9)",
+            field="label",
+        )
+    users = _users_named(session, assignees)
+    queue = ReviewQueue(
+        benchmark_id=benchmark.id,
+        name=name,
+        label_name=label_name,
+        source=source,
+        query=query,
+        overlap_k=overlap_k,
+        blind=blind,
+        choices=values,
+        instructions=instructions,
+        created_by=created_by,
+    )
+    session.add(queue)
+    session.flush()
+    session.execute(
+        insert(QueueItem),
+        [{"queue_id": queue.id, "instance_id": iid, "position": i} for i, iid in enumerate(ids)],
+    )
+    if users:
+        session.execute(
+            insert(QueueAssignment), [{"queue_id": queue.id, "user_id": u.id} for u in users]
+        )
+    return queue
+
+
+def _users_named(session: Session, names: Sequence[str]) -> list[User]:
+    wanted = [n.strip() for n in names if n.strip()]
+    found = {u.name: u for u in session.scalars(select(User).where(User.name.in_(wanted)))}
+    missing = [n for n in wanted if n not in found]
+    if missing:
+        raise InvalidInput(f"no user named {', '.join(missing)}", field="assignees")
+    return [found[n] for n in dict.fromkeys(wanted)]
+
+
+def assignees(session: Session, queue: ReviewQueue) -> list[str]:
+    """Names of the people assigned to a queue (empty: open to every annotator)."""
+    q = (
+        select(User.name)
+        .join(QueueAssignment, QueueAssignment.user_id == User.id)
+        .where(QueueAssignment.queue_id == queue.id)
+        .order_by(User.name)
+    )
+    return list(session.scalars(q))
+
+
+def set_assignees(session: Session, queue: ReviewQueue, names: Sequence[str]) -> None:
+    """Replace the queue's assignments."""
+    users = _users_named(session, names)
+    session.execute(delete(QueueAssignment).where(QueueAssignment.queue_id == queue.id))
+    if users:
+        session.execute(
+            insert(QueueAssignment), [{"queue_id": queue.id, "user_id": u.id} for u in users]
+        )
+
+
+def may_work(session: Session, queue: ReviewQueue, principal: Principal) -> bool:
+    """Whether ``principal`` may vote in ``queue``.
+
+    Reviewers always may; annotators if assigned, or if nobody is.
+    """
+    if principal.can(Role.reviewer):
+        return True
+    names = assignees(session, queue)
+    return not names or principal.name in names
+
+
+def check_may_work(session: Session, queue: ReviewQueue, principal: Principal) -> None:
+    """Raise NotAssigned unless ``principal`` may vote in ``queue``."""
+    if not may_work(session, queue, principal):
+        raise NotAssigned(f"{principal.name} is not assigned to queue {queue.name!r}")
+
+
+def item_ids(session: Session, queue: ReviewQueue) -> list[int]:
+    """The queue's instance ids in queue order."""
+    q = (
+        select(QueueItem.instance_id)
+        .where(QueueItem.queue_id == queue.id)
+        .order_by(QueueItem.position)
+    )
+    return list(session.scalars(q))
+
+
+def resolutions(
+    session: Session, queue: ReviewQueue, ids: Sequence[int] | None = None
+) -> dict[int, Resolution]:
+    """The resolution of the queue's label for its items (or ``ids``), with k = overlap k."""
+    members = (
+        select(QueueItem.instance_id).where(QueueItem.queue_id == queue.id)
+        if ids is None
+        else list(ids)
+    )
+    rows = latest_events(session, members, [queue.label_name])
+    return {iid: res for (iid, _), (_, res) in fold(rows, queue.overlap_k).items()}
+
+
+def in_queue(session: Session, queue: ReviewQueue, instance_id: int) -> bool:
+    """Whether the instance belongs to the queue."""
+    q = select(QueueItem.id).where(
+        QueueItem.queue_id == queue.id, QueueItem.instance_id == instance_id
+    )
+    return session.scalar(q) is not None
+
+
+def _skipped(session: Session, queue: ReviewQueue, user_id: int) -> set[int]:
+    q = select(QueueSkip.instance_id).where(
+        QueueSkip.queue_id == queue.id, QueueSkip.user_id == user_id
+    )
+    return set(session.scalars(q))
+
+
+def is_done(res: Resolution | None, k: int) -> bool:
+    """Whether an item needs no more votes: adjudicated, or ``k`` standing votes."""
+    return res is not None and (res.adjudication is not None or len(res.votes) >= k)
+
+
+def next_item(session: Session, queue: ReviewQueue, principal: Principal) -> int | None:
+    """The first item, in queue order, that ``principal`` may vote on next (or None).
+
+    That is an item they have neither voted on nor skipped and that still needs votes.
+    """
+    states = resolutions(session, queue)
+    skipped = _skipped(session, queue, principal.user_id)
+    for iid in item_ids(session, queue):
+        res = states.get(iid)
+        if iid in skipped or (res is not None and principal.name in res.votes):
+            continue
+        if not is_done(res, queue.overlap_k):
+            return iid
+    return None
+
+
+def progress(session: Session, queue: ReviewQueue) -> Progress:
+    """Items done and votes per person (standing votes: withdrawals do not count)."""
+    states = resolutions(session, queue)
+    ids = item_ids(session, queue)
+    by_person: dict[str, int] = {}
+    complete = adjudicated = unanimous = 0
+    for iid in ids:
+        res = states.get(iid)
+        if res is None:
+            continue
+        for author in res.votes:
+            by_person[author] = by_person.get(author, 0) + 1
+        complete += is_done(res, queue.overlap_k)
+        adjudicated += res.adjudication is not None
+        unanimous += res.rule == "unanimous-votes"
+    skips = dict(
+        session.execute(
+            select(User.name, func.count())
+            .join(QueueSkip, QueueSkip.user_id == User.id)
+            .where(QueueSkip.queue_id == queue.id)
+            .group_by(User.name)
+        ).all()
+    )
+    return Progress(
+        total=len(ids),
+        complete=complete,
+        adjudicated=adjudicated,
+        unanimous=unanimous,
+        votes_by_person=dict(sorted(by_person.items())),
+        skips_by_person={str(k): int(v) for k, v in sorted(skips.items())},
+    )
+
+
+def label_version(session: Session, instance_id: int, label_name: str) -> int:
+    """The highest label-event id of an instance's label set (0 before any event)."""
+    q = select(func.max(LabelEvent.id)).where(
+        LabelEvent.instance_id == instance_id, LabelEvent.label_name == label_name
+    )
+    return int(session.scalar(q) or 0)
+
+
+def _lock_instance(session: Session, instance_id: int) -> Instance:
+    # PostgreSQL: a row lock serialises check-then-append per instance. SQLite has no row
+    # locks; callers use a BEGIN IMMEDIATE session (Store.write_factory), which serialises
+    # every writer, so the check and the append see the same state there too.
+    inst = session.scalar(select(Instance).where(Instance.id == instance_id).with_for_update())
+    if inst is None:
+        raise NotFound(f"no instance {instance_id}")
+    return inst
+
+
+def record(
+    session: Session,
+    queue: ReviewQueue,
+    instance_id: int,
+    principal: Principal,
+    *,
+    kind: str,
+    value: str | None,
+    seen_version: int,
+    reason: str = "",
+    tags: Sequence[str] = (),
+) -> LabelEvent:
+    """Append a vote or an adjudication if the item is still at ``seen_version``.
+
+    Parameters
+    ----------
+    session : Session
+        A write session (BEGIN IMMEDIATE on SQLite); the caller commits.
+    queue : ReviewQueue
+        The queue the item is reviewed in (its label set and choices).
+    instance_id : int
+        The item.
+    principal : Principal
+        Who writes: an assigned annotator (or any reviewer) for a vote, a reviewer for an
+        adjudication.
+    kind : {"vote", "adjudication"}
+        What is written.
+    value : str or None
+        One of the queue's choices; None withdraws a vote, or adjudicates "no label".
+    seen_version : int
+        :func:`label_version` of the item as the writer saw it.
+    reason : str
+        Why (free text, shown in the history and the changelog).
+    tags : sequence of str
+        Defect tags from :data:`DEFECT_TAGS`.
+
+    Returns
+    -------
+    LabelEvent
+
+    Raises
+    ------
+    StaleWrite
+        The item's label changed after ``seen_version``.
+    InvalidInput
+        An item outside the queue, a value outside its choices, an unknown tag, a long reason.
+    NotAssigned
+        The user may not vote in this queue, or an annotator tried to adjudicate.
+
+    """
+    if kind not in (VOTE, ADJUDICATION):
+        raise InvalidInput(f"unknown review action {kind!r}", field="kind")
+    if kind == ADJUDICATION and not principal.can(Role.reviewer):
+        raise NotAssigned("adjudication needs the reviewer role")
+    check_may_work(session, queue, principal)
+    if not in_queue(session, queue, instance_id):
+        raise InvalidInput(f"instance {instance_id} is not in queue {queue.name!r}", field="item")
+    if value is not None and value not in queue.choices:
+        raise InvalidInput(
+            f"value {value!r} is not one of {', '.join(map(str, queue.choices))}", field="value"
+        )
+    unknown = sorted(set(tags) - set(DEFECT_TAGS))
+    if unknown:
+        raise InvalidInput(f"unknown defect tag(s): {', '.join(unknown)}", field="tags")
+    if len(reason) > MAX_REASON:
+        raise InvalidInput(f"the reason is longer than {MAX_REASON} characters", field="reason")
+    inst = _lock_instance(session, instance_id)
+    current = label_version(session, instance_id, queue.label_name)
+    if current != seen_version:
+        raise StaleWrite(instance_id, seen_version, current)
+    event = LabelEvent(
+        instance_id=instance_id,
+        label_name=queue.label_name,
+        value=value,
+        source=kind,
+        author=principal.name,
+        reason=reason.strip(),
+        tags=[t for t in DEFECT_TAGS if t in set(tags)],
+    )
+    session.add(event)
+    _bump(session, inst.benchmark_id)
+    session.flush()
+    return event
+
+
+def _bump(session: Session, benchmark_id: int) -> None:
+    # Cached metrics and facets are keyed on data_version: a review event invalidates them.
+    session.execute(
+        update(Benchmark)
+        .where(Benchmark.id == benchmark_id)
+        .values(data_version=Benchmark.data_version + 1)
+    )
+
+
+def undo_last_vote(session: Session, queue: ReviewQueue, principal: Principal) -> int | None:
+    """Withdraw ``principal``'s most recent standing vote in the queue; its instance id or None.
+
+    The vote stays in the history; a withdrawal (null vote) is appended after it, so the item
+    is offered again. Repeated undos walk further back.
+    """
+    members = select(QueueItem.instance_id).where(QueueItem.queue_id == queue.id)
+    latest_per_item = (
+        select(func.max(LabelEvent.id))
+        .where(
+            LabelEvent.instance_id.in_(members),
+            LabelEvent.label_name == queue.label_name,
+            LabelEvent.source == VOTE,
+            LabelEvent.author == principal.name,
+        )
+        .group_by(LabelEvent.instance_id)
+    )
+    last = session.execute(
+        select(LabelEvent.instance_id)
+        .where(LabelEvent.id.in_(latest_per_item), LabelEvent.value.is_not(None))
+        .order_by(LabelEvent.id.desc())
+        .limit(1)
+    ).scalar()
+    if last is None:
+        return None
+    inst = _lock_instance(session, last)
+    session.add(
+        LabelEvent(
+            instance_id=last,
+            label_name=queue.label_name,
+            value=None,
+            source=VOTE,
+            author=principal.name,
+            reason="undo",
+            tags=[],
+        )
+    )
+    _bump(session, inst.benchmark_id)
+    session.flush()
+    return int(last)
+
+
+def skip(session: Session, queue: ReviewQueue, instance_id: int, principal: Principal) -> None:
+    """Stop offering an item to ``principal`` (idempotent)."""
+    check_may_work(session, queue, principal)
+    if not in_queue(session, queue, instance_id):
+        raise InvalidInput(f"instance {instance_id} is not in queue {queue.name!r}", field="item")
+    exists = session.scalar(
+        select(QueueSkip.id).where(
+            QueueSkip.queue_id == queue.id,
+            QueueSkip.instance_id == instance_id,
+            QueueSkip.user_id == principal.user_id,
+        )
+    )
+    if exists is None:
+        session.add(
+            QueueSkip(queue_id=queue.id, instance_id=instance_id, user_id=principal.user_id)
+        )
+        session.flush()
+
+
+def standing_votes(
+    session: Session, queue: ReviewQueue
+) -> tuple[list[int], list[str], dict[str, dict[int, str]], dict[int, str | None]]:
+    """Everything agreement needs, in queue order.
+
+    Returns item ids, their group keys, ``{author: {item id: standing vote}}`` and the
+    original value per item.
+    """
+    ids = item_ids(session, queue)
+    groups = dict(
+        session.execute(select(Instance.id, Instance.group_key).where(Instance.id.in_(ids))).all()
+    )
+    states = resolutions(session, queue)
+    votes: dict[str, dict[int, str]] = {}
+    originals: dict[int, str | None] = {}
+    for iid in ids:
+        res = states.get(iid)
+        originals[iid] = res.original if res is not None else None
+        for author, value in (res.votes if res is not None else {}).items():
+            votes.setdefault(author, {})[iid] = value
+    return ids, [str(groups[i]) for i in ids], votes, originals
+
+
+def queue_summary(queue: ReviewQueue) -> dict[str, Any]:
+    """The queue's settings as plain values (for the API)."""
+    return {
+        "id": queue.id,
+        "name": queue.name,
+        "label": queue.label_name,
+        "source": queue.source,
+        "query": queue.query,
+        "overlap_k": queue.overlap_k,
+        "blind": queue.blind,
+        "choices": list(queue.choices),
+    }
