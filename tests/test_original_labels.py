@@ -129,6 +129,8 @@ def test_vote_agreeing_with_the_original_is_recorded(factory: sessionmaker[Sessi
         assert not append(None, VOTE, "alice")
         assert append("B", ADJUDICATION, "dave")  # the first adjudication, equal to original
         assert not append("B", ADJUDICATION, "erin")
+        assert append(None, ADJUDICATION, "erin")  # "no label" is a decision, not a retraction
+        assert not append(None, ADJUDICATION, "erin")
         assert append("A", ADJUDICATION, "erin")
         # Original sources compare with the latest original (B), not with the review events.
         assert not append("B", "import")
@@ -147,6 +149,7 @@ def test_vote_agreeing_with_the_original_is_recorded(factory: sessionmaker[Sessi
             (VOTE, "bob", "B"),
             (VOTE, "alice", None),
             (ADJUDICATION, "dave", "B"),
+            (ADJUDICATION, "erin", None),
             (ADJUDICATION, "erin", "A"),
             ("import", "", "A"),
         ]
@@ -163,6 +166,12 @@ def test_bulk_append_follows_the_same_histories(factory: sessionmaker[Session]) 
         assert append_labels(s, REF, original, source=VOTE, author="bob") == len(original)
         flipped = {iid: OTHER[v] for iid, v in original.items() if v is not None}
         assert append_labels(s, REF, flipped, source=ADJUDICATION) == len(flipped)
+        # A first null adjudication ("no label") is appended; a repeated one is not.
+        none = dict.fromkeys(ids.values())
+        assert append_labels(s, REF, none, source=ADJUDICATION) == len(none)
+        assert append_labels(s, REF, none, source=ADJUDICATION) == 0
+        # A null vote withdraws nothing where the author has not voted.
+        assert append_labels(s, REF, none, source=VOTE, author="carol") == 0
         # The originals are still current: re-importing them appends nothing.
         assert append_labels(s, REF, original, source="import") == 0
         assert latest_label_values(s, REF, ids.values()) == original

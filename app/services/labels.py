@@ -141,6 +141,8 @@ def append_label(
     An original source is compared with the latest original event, a ``vote`` with the same
     author's latest vote and an ``adjudication`` with the latest adjudication (see
     :func:`_history_of`), so a vote that agrees with the original label is still recorded.
+    Null retracts an original label or withdraws a vote (appended only if there is one), and
+    adjudicates to "no label" (appended unless the latest adjudication already says so).
     """
     latest = session.execute(
         select(LabelEvent.value)
@@ -153,7 +155,7 @@ def append_label(
         .limit(1)
     ).first()
     current = latest[0] if latest is not None else None
-    if not _changes(latest is not None, current, value):
+    if not _changes(source, latest is not None, current, value):
         return None
     event = LabelEvent(
         instance_id=instance_id,
@@ -180,9 +182,14 @@ def _history_of(source: str, author: str) -> ColumnElement[bool]:
     return is_original()
 
 
-def _changes(exists: bool, current: str | None, value: str | None) -> bool:
-    """Whether appending ``value`` changes the label: the one rule of every append."""
-    # A retraction (None) of a label that never existed would only add noise to the history.
+def _changes(source: str, exists: bool, current: str | None, value: str | None) -> bool:
+    """Whether appending ``value`` changes its history: the one rule of every append."""
+    if source == ADJUDICATION:
+        # A null adjudication is a decision ("no label"), not a retraction: the first one
+        # changes the resolved value like any other.
+        return not exists or current != value
+    # A retraction (None) of a label, or a withdrawal of a vote, that never existed would
+    # only add noise to the history.
     return current != value if exists else value is not None
 
 
@@ -256,7 +263,7 @@ def append_labels(
             "created_at": now,
         }
         for iid, value in values.items()
-        if _changes(iid in current, current.get(iid), value)
+        if _changes(source, iid in current, current.get(iid), value)
     ]
     if rows:
         session.execute(insert(LabelEvent.__table__), rows)
