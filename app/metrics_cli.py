@@ -9,7 +9,7 @@ import typer
 
 from app.cli_support import in_store
 from app.services.disagreements import MODES, disagreements
-from app.services.metrics import INTERVAL_METRICS, metrics_report
+from app.services.metrics import INTERVAL_METRICS, LABEL_MODES, check_label_mode, metrics_report
 
 __all__ = ["disagreements_command", "metrics_command", "register"]
 
@@ -29,9 +29,14 @@ def _ci(interval: list[float] | None) -> str:
     return "" if interval is None else f" [{interval[0]:.3f}, {interval[1]:.3f}]"
 
 
+def _label_mode(report: dict[str, Any]) -> str:
+    return f" resolved (k = {report['k']})" if report["labels"] == "resolved" else ""
+
+
 def _print_report(report: dict[str, Any]) -> None:
     typer.echo(
-        f"{report['benchmark']} against {report['label']} (positive {report['positive']!r}), "
+        f"{report['benchmark']} against {report['label']}{_label_mode(report)} "
+        f"(positive {report['positive']!r}), "
         f"{report['resamples']} group-bootstrap resamples, seed {report['seed']}"
     )
     for row in report["rows"]:
@@ -64,6 +69,17 @@ def metrics_command(
     resamples: Annotated[int, typer.Option("--resamples", help="Bootstrap resamples.")] = 2000,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap root seed.")] = 0,
     positive: PositiveOption = None,
+    labels: Annotated[
+        str,
+        typer.Option(
+            "--labels",
+            help=f"{' | '.join(LABEL_MODES)}: the original labels, or the resolved ones "
+            "(adjudication, else k unanimous votes, else the original).",
+        ),
+    ] = "original",
+    k: Annotated[
+        int, typer.Option("--k", help="Resolved labels: agreeing voters that override.")
+    ] = 2,
     as_json: JsonOption = False,
 ) -> None:
     """Detector metrics with group-bootstrap 95% intervals, and the pairwise judge summary."""
@@ -77,6 +93,8 @@ def metrics_command(
             positive=positive,
             resamples=resamples,
             seed=seed,
+            labels=check_label_mode(labels),
+            k=k,
         )
     )
     if as_json:

@@ -6,12 +6,15 @@ import json
 
 import pytest
 import typer
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 from typer.testing import CliRunner
 
 from app.db import transaction
 from app.metrics_cli import register
+from app.services.labels import append_label
 from app.settings import Settings
+from app.tables import Instance
 from tests.test_metrics_service import _slice_items, build
 
 ROW_KEYS = {
@@ -74,6 +77,27 @@ def test_metrics_table_output(runner: CliRunner, cli: typer.Typer) -> None:
     assert "probe: n 24" in result.stdout and "judge judge: pairs 24" in result.stdout
 
 
+def test_metrics_resolved_labels(
+    runner: CliRunner, cli: typer.Typer, factory: sessionmaker[Session]
+) -> None:
+    with transaction(factory) as session:
+        first = session.scalars(select(Instance).order_by(Instance.id)).first()
+        assert first is not None
+        # p00's original reference is B; a reviewer's adjudication makes it A.
+        append_label(session, first.id, "reference", "A", source="adjudication", author="carol")
+    args = ["metrics", "bench", "-d", "probe", "--resamples", "50"]
+    original = json.loads(runner.invoke(cli, [*args, "--json"]).stdout)
+    result = runner.invoke(cli, [*args, "--labels", "resolved", "--k", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    resolved = json.loads(result.stdout)
+    assert (original["labels"], resolved["labels"], resolved["k"]) == ("original", "resolved", 3)
+    # One of 24 labels moved to the positive class.
+    before, after = original["rows"][0]["prevalence"], resolved["rows"][0]["prevalence"]
+    assert after - before == pytest.approx(1 / 24)
+    table = runner.invoke(cli, [*args, "--labels", "resolved"])
+    assert "bench against reference resolved (k = 2)" in table.stdout
+
+
 def test_disagreements_json(runner: CliRunner, cli: typer.Typer) -> None:
     args = ["disagreements", "bench", "--detector", "probe", "--min-confidence", "0.6"]
     result = runner.invoke(cli, [*args, "--limit", "2", "--json"])
@@ -98,6 +122,8 @@ def test_disagreements_json(runner: CliRunner, cli: typer.Typer) -> None:
         (["metrics", "nope"], "no benchmark named 'nope'"),
         (["metrics", "bench", "--label", "gold"], "no label set 'gold'"),
         (["metrics", "bench", "--detector", "ghost"], "no detector named 'ghost'"),
+        (["metrics", "bench", "--labels", "latest"], "labels must be one of"),
+        (["metrics", "bench", "--labels", "resolved", "--k", "0"], "k must be"),
         (["disagreements", "bench", "-d", "ghost"], "no detector named 'ghost'"),
         (["disagreements", "bench", "-d", "probe", "--mode", "vote"], "threshold"),
     ],

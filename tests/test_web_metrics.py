@@ -12,14 +12,17 @@ from urllib.parse import quote
 import pytest
 from fastapi.testclient import TestClient
 from markupsafe import escape
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import transaction
 from app.ingest.judgebench import import_judgebench
+from app.services.benchmarks import bump_data_version
 from app.services.disagreements import disagreements
+from app.services.labels import append_label, latest_label_values
 from app.services.metrics import metrics_report
 from app.settings import Settings
-from app.tables import Instance
+from app.tables import Benchmark, Instance
 from app.web.svg_plots import Series, curve_plot
 from tests.auth_support import api_client
 from tests.test_ingest_helpers import O1_MINI, O1_MINI_JUDGE, PAIRS_GPT4O, REWARD_OUTPUTS
@@ -118,6 +121,33 @@ def test_metrics_bad_parameters(client: TestClient) -> None:
     assert bad.status_code == 404 and "nope" in bad.text
     assert client.get("/benchmarks/judgebench/metrics?resamples=0").status_code == 422
     assert client.get("/api/benchmarks/judgebench/metrics?detector=nobody").status_code == 404
+
+
+def test_metrics_resolved_labels(client: TestClient, factory: sessionmaker[Session]) -> None:
+    with transaction(factory) as session:
+        ids = session.scalars(select(Instance.id).order_by(Instance.id).limit(20)).all()
+        for iid, value in latest_label_values(session, "reference", ids).items():
+            opposite = {"A": "B", "B": "A"}[value or "A"]
+            append_label(session, iid, "reference", opposite, source="adjudication", author="r")
+        bench = session.scalars(select(Benchmark)).one()
+        bump_data_version(session, bench)
+    params = {"resamples": R, "detector": REWARD, "labels": "resolved", "k": 3}
+    api = client.get("/api/benchmarks/judgebench/metrics", params=params)
+    assert api.status_code == 200
+    with factory() as session:
+        resolved = metrics_report(
+            session, "judgebench", "reference", [REWARD], resamples=R, labels="resolved", k=3
+        )
+        original = metrics_report(session, "judgebench", "reference", [REWARD], resamples=R)
+    assert api.json() == resolved
+    assert (resolved["labels"], resolved["k"]) == ("resolved", 3)
+    assert resolved["rows"][0]["auroc"] != original["rows"][0]["auroc"]
+    page = client.get("/benchmarks/judgebench/metrics", params=params)
+    assert page.status_code == 200
+    assert '<option value="resolved" selected>' in page.text
+    assert 'name="k" value="3"' in page.text
+    for bad in ({"labels": "latest"}, {"labels": "resolved", "k": 0}):
+        assert client.get("/api/benchmarks/judgebench/metrics", params=bad).status_code == 422
 
 
 def page_items(page: str) -> list[tuple[str, str, str, str, str]]:

@@ -15,10 +15,12 @@ from sqlalchemy.orm import Session
 from app.services.metrics import (
     METRICS_CACHE,
     LabelledItems,
+    LabelMode,
     ab_choices,
     data_key,
     detector_scores,
     get_detector,
+    label_key,
     load_labelled,
     scored_detectors,
 )
@@ -116,6 +118,8 @@ def comparisons_report(
     resamples: int = 2000,
     seed: int = 0,
     detectors: Sequence[str] | None = None,
+    labels: LabelMode = "original",
+    k: int = 2,
 ) -> dict[str, Any]:
     """Paired differences (first - second) with intervals, and constant-predictor Briers.
 
@@ -131,6 +135,8 @@ def comparisons_report(
         Group bootstrap; both detectors of a pair share every resample.
     detectors
         Restrict the constant-predictor rows to these detectors (default: all scored).
+    labels, k
+        Original or resolved labels (see :func:`app.services.metrics.load_labelled`).
 
     Returns
     -------
@@ -140,7 +146,7 @@ def comparisons_report(
         frozen probe with a ``source_prevalence``, the Brier score of always predicting it.
 
     """
-    items = load_labelled(session, benchmark, label, positive=positive)
+    items = load_labelled(session, benchmark, label, positive=positive, labels=labels, k=k)
     names = [d.name for d in scored_detectors(session, items.benchmark)]
     if detectors is not None:
         names = [n for n in names if n in set(detectors)]
@@ -176,6 +182,7 @@ def comparisons_report(
         *data_key(session, items.benchmark),
         label,
         items.target.positive,
+        *label_key(labels, k),
         tuple(chosen),
         tuple(names),
         resamples,

@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import null, select
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
@@ -18,7 +18,8 @@ from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
 from app.services.flips import flip_value
 from app.services.labels import current_label_subquery
-from app.services.metrics import data_key
+from app.services.metrics import LabelMode, check_label_mode, data_key, label_key
+from app.services.resolution import check_k, resolved_labels
 from app.stats import _validate
 from app.stats.bootstrap import bootstrap_mean
 from app.tables import Benchmark, Choice, Detector, Instance, Judgment, Order
@@ -196,6 +197,8 @@ def judge_summaries(
     resamples: int = 2000,
     seed: int = 0,
     cache: VersionedCache | None = _CACHE,
+    labels: LabelMode = "original",
+    k: int = 2,
 ) -> list[JudgeSummary]:
     """Summaries of every judge with both AB and BA judgments on the benchmark, by name.
 
@@ -215,6 +218,9 @@ def judge_summaries(
         flip-rate interval.
     cache
         Memo keyed on the benchmark's ``data_version``; ``None`` disables it.
+    labels, k
+        Check against the original or the resolved reference (see
+        :func:`app.services.metrics.load_labelled`).
 
     Returns
     -------
@@ -225,7 +231,7 @@ def judge_summaries(
     NotFound
         Unknown benchmark.
     InvalidInput
-        Bad resamples or seed.
+        Bad resamples, seed, labels or k.
 
     """
     try:
@@ -233,11 +239,14 @@ def judge_summaries(
         seed = _validate.seed_value(seed)
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
+    labels = check_label_mode(labels)
+    check_k(k)
     bench = get_benchmark(session, benchmark)
     key = (
         "judge-summaries",
         *data_key(session, bench),
         reference,
+        *label_key(labels, k),
         tuple(judges or ()),
         resamples,
         seed,
@@ -246,15 +255,17 @@ def judge_summaries(
     def compute() -> list[JudgeSummary]:
         orders = judge_orders(session, bench)
         names = dict(session.execute(select(Detector.id, Detector.name)).all())
-        q = select(Instance.id, Instance.group_key, current_label_subquery(reference)).where(
-            Instance.benchmark_id == bench.id
-        )
+        value = current_label_subquery(reference) if labels == "original" else null()
+        q = select(Instance.id, Instance.group_key, value).where(Instance.benchmark_id == bench.id)
         groups: dict[int, str] = {}
-        labels: dict[int, str] = {}
-        for instance_id, group, value in session.execute(q):
+        values: dict[int, str] = {}
+        for instance_id, group, current in session.execute(q):
             groups[instance_id] = group
-            if value is not None:
-                labels[instance_id] = value
+            if current is not None:
+                values[instance_id] = current
+        if labels == "resolved":
+            resolutions = resolved_labels(session, bench.id, reference, k=k)
+            values = {i: r.resolved for i, r in resolutions.items() if r.resolved is not None}
         out = []
         for detector_id, by_instance in orders.items():
             seen = {o for per in by_instance.values() for o in per}
@@ -264,7 +275,7 @@ def judge_summaries(
                 continue
             out.append(
                 _summarise(
-                    names[detector_id], by_instance, groups, labels, reference, resamples, seed
+                    names[detector_id], by_instance, groups, values, reference, resamples, seed
                 )
             )
         return sorted(out, key=lambda s: s.judge)

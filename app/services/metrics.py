@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -21,22 +21,27 @@ from app.services.cache import VersionedCache
 from app.services.flips import FLIP_PREFIX
 from app.services.labels import current_label_subquery
 from app.services.payload_fields import payload_text
+from app.services.resolution import check_k, resolved_labels
 from app.stats import _validate
 from app.stats.bootstrap import group_bootstrap, percentile_interval
 from app.tables import Benchmark, Detector, Instance, Judgment, Order, Score
 
 __all__ = [
     "INTERVAL_METRICS",
+    "LABEL_MODES",
     "MACRO",
     "METRICS_CACHE",
     "BinaryTarget",
+    "LabelMode",
     "LabelledItems",
     "MetricRow",
     "ab_choices",
     "binary_target",
+    "check_label_mode",
     "data_key",
     "detector_scores",
     "get_detector",
+    "label_key",
     "load_labelled",
     "metric_rows",
     "metrics_report",
@@ -59,6 +64,19 @@ KNOWN_TARGETS: tuple[tuple[str, str], ...] = (("A", "B"), ("1", "0"))
 
 METRICS_CACHE = VersionedCache(maxsize=512)
 """Process-wide memo of metric rows, keyed on the benchmark's ``data_version``."""
+
+LabelMode = Literal["original", "resolved"]
+LABEL_MODES: tuple[LabelMode, ...] = ("original", "resolved")
+"""Which value of a label set metrics read: the original, or the value after review."""
+
+
+def check_label_mode(labels: str) -> LabelMode:
+    """``labels`` if it is one of :data:`LABEL_MODES`, else :class:`InvalidInput`."""
+    if labels not in LABEL_MODES:
+        raise InvalidInput(
+            f"labels must be one of {', '.join(LABEL_MODES)}, got {labels!r}", field="labels"
+        )
+    return cast(LabelMode, labels)
 
 
 @dataclass(frozen=True)
@@ -166,8 +184,16 @@ def load_labelled(
     *,
     positive: str | None = None,
     slice_field: str | None = None,
+    labels: LabelMode = "original",
+    k: int = 2,
 ) -> LabelledItems:
-    """The benchmark's items with a current value of ``label``, and its binary target.
+    """The benchmark's items with a value of ``label``, and its binary target.
+
+    With ``labels="original"`` each item's value is the label set's current (original) value;
+    with ``"resolved"`` it is the value after review (the latest adjudication, else ``k``
+    unanimous votes, else the original: :func:`~app.services.resolution.resolved_labels`).
+    Items whose value is null (never labelled, retracted, or adjudicated to no label) are left
+    out, as are items whose value is neither class of the target.
 
     Parameters
     ----------
@@ -181,6 +207,11 @@ def load_labelled(
         Explicit positive class (see :func:`binary_target`).
     slice_field
         Payload field whose text value is each item's slice.
+    labels
+        ``"original"`` or ``"resolved"`` (see above).
+    k
+        Agreeing voters needed for votes to override the original (``"resolved"`` only;
+        checked either way).
 
     Returns
     -------
@@ -189,27 +220,39 @@ def load_labelled(
     Raises
     ------
     NotFound
-        For an unknown benchmark or a label set with no current value on it.
+        For an unknown benchmark or a label set with no value on it.
     InvalidInput
-        For a label set that is not binary, or a malformed slice field name.
+        For a label set that is not binary, a malformed slice field name, an unknown
+        ``labels`` mode or ``k`` below 1.
 
     """
+    labels = check_label_mode(labels)
+    check_k(k)
     bench = get_benchmark(session, benchmark) if isinstance(benchmark, str) else benchmark
-    columns: list[Any] = [
-        Instance.id,
-        Instance.external_id,
-        Instance.group_key,
-        current_label_subquery(label).label("value"),
-    ]
+    columns: list[Any] = [Instance.id, Instance.external_id, Instance.group_key]
+    if labels == "original":
+        columns.append(current_label_subquery(label).label("value"))
     if slice_field is not None:
         try:
             columns.append(payload_text(session.get_bind().dialect.name, slice_field))
         except ValueError as exc:
             raise InvalidInput(str(exc), field="slice") from None
     q = select(*columns).where(Instance.benchmark_id == bench.id).order_by(Instance.id)
-    rows = [r for r in session.execute(q) if r[3] is not None]
+    rows: list[Sequence[Any]]
+    if labels == "original":
+        rows = [r for r in session.execute(q) if r[3] is not None]
+    else:
+        # One grouped read of the review history; the value takes the label's column slot so
+        # the rows look alike from here on.
+        resolved = {
+            iid: res.resolved
+            for iid, res in resolved_labels(session, bench.id, label, k=k).items()
+            if res.resolved is not None
+        }
+        rows = [(*r[:3], resolved[r[0]], *r[3:]) for r in session.execute(q) if r[0] in resolved]
     if not rows:
-        raise NotFound(f"benchmark {bench.name!r} has no label set {label!r}")
+        what = "no label set" if labels == "original" else "no resolved value of label set"
+        raise NotFound(f"benchmark {bench.name!r} has {what} {label!r}")
     target = binary_target(label, {r[3] for r in rows}, positive)
     kept = [r for r in rows if target.encode(r[3]) is not None]
     return LabelledItems(
@@ -223,6 +266,14 @@ def load_labelled(
         slices=None if slice_field is None else [_slice_text(r[4]) for r in kept],
         excluded=len(rows) - len(kept),
     )
+
+
+def label_key(labels: LabelMode, k: int) -> tuple[Hashable, ...]:
+    """The part of a cache key that says which labels were read.
+
+    ``k`` only shapes resolved labels: original rows are shared by every ``k``.
+    """
+    return (labels, k if labels == "resolved" else None)
 
 
 def _slice_text(value: Any) -> str:
@@ -465,6 +516,8 @@ def metric_rows(
     resamples: int = 2000,
     seed: int = 0,
     cache: VersionedCache | None = METRICS_CACHE,
+    labels: LabelMode = "original",
+    k: int = 2,
 ) -> tuple[BinaryTarget, list[MetricRow]]:
     """Metric rows of detectors on a benchmark against a label set, with group-bootstrap CIs.
 
@@ -492,8 +545,10 @@ def metric_rows(
         Group-bootstrap resamples and root seed (slice ``i`` uses a seed derived from
         ``(seed, i)``).
     cache
-        Memo keyed on (benchmark, data_version, label, positive, detector, slice field,
-        resamples, seed); ``None`` disables it.
+        Memo keyed on (benchmark, data_version, label, positive, labels, k, detector, slice
+        field, resamples, seed); ``None`` disables it.
+    labels, k
+        Read the original or the resolved value of the label set (see :func:`load_labelled`).
 
     Returns
     -------
@@ -505,7 +560,7 @@ def metric_rows(
     NotFound
         Unknown benchmark, label set or detector.
     InvalidInput
-        Label set not binary, bad slice field, resamples or seed.
+        Label set not binary, bad slice field, resamples, seed, labels or k.
 
     """
     try:
@@ -519,7 +574,9 @@ def metric_rows(
     else:
         chosen = scored_detectors(session, bench)
     # Reading labels is one query; the bootstrap is what the cache saves.
-    items = load_labelled(session, bench, label, positive=positive, slice_field=slice_field)
+    items = load_labelled(
+        session, bench, label, positive=positive, slice_field=slice_field, labels=labels, k=k
+    )
     choice = ab_choices(session, items)
     rows: list[MetricRow] = []
     for detector in chosen:
@@ -532,6 +589,7 @@ def metric_rows(
             *data_key(session, bench),
             label,
             items.target.positive,
+            *label_key(labels, k),
             detector.id,
             slice_field,
             resamples,
@@ -551,18 +609,21 @@ def metrics_report(
     positive: str | None = None,
     resamples: int = 2000,
     seed: int = 0,
+    labels: LabelMode = "original",
+    k: int = 2,
 ) -> dict[str, Any]:
     """The metric matrix and the judge summaries as one JSON-ready dict (CLI and web).
 
     Judges are checked against ``label`` when it is an A/B label set (e.g. a corrected
-    reference), else against ``reference``.
+    reference), else against ``reference``. ``labels`` and ``k`` choose the original or the
+    resolved labels (see :func:`load_labelled`) for every part of the report alike.
 
     Returns
     -------
     dict
-        ``benchmark``, ``label``, ``positive``, ``negative``, ``target_rule``,
-        ``slice_field``, ``resamples``, ``seed``, ``data_version``, ``rows`` (see
-        :meth:`MetricRow.as_dict`) and ``judges`` (see
+        ``benchmark``, ``label``, ``labels``, ``k``, ``positive``, ``negative``,
+        ``target_rule``, ``slice_field``, ``resamples``, ``seed``, ``data_version``,
+        ``rows`` (see :meth:`MetricRow.as_dict`) and ``judges`` (see
         :meth:`app.services.judge_summary.JudgeSummary.as_dict`), ``comparisons`` (paired
         probe-minus-baseline differences) and ``constant_predictors`` (see
         :func:`app.services.comparisons.comparisons_report`).
@@ -577,6 +638,8 @@ def metrics_report(
         positive=positive,
         resamples=resamples,
         seed=seed,
+        labels=labels,
+        k=k,
     )
     # Imported here: judge_summary imports this module for data_key.
     from app.services.comparisons import comparisons_report, default_pairs
@@ -584,7 +647,7 @@ def metrics_report(
 
     reference = label if (target.positive, target.negative) == KNOWN_TARGETS[0] else "reference"
     judges = judge_summaries(
-        session, benchmark, reference=reference, resamples=resamples, seed=seed
+        session, benchmark, reference=reference, resamples=resamples, seed=seed, labels=labels, k=k
     )
     shown = list(dict.fromkeys(row.detector for row in rows))
     comparisons = comparisons_report(
@@ -596,10 +659,14 @@ def metrics_report(
         resamples=resamples,
         seed=seed,
         detectors=shown,
+        labels=labels,
+        k=k,
     )
     return {
         "benchmark": benchmark,
         "label": label,
+        "labels": labels,
+        "k": k,
         "positive": target.positive,
         "negative": target.negative,
         "target_rule": target.rule,

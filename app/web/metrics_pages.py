@@ -23,8 +23,10 @@ from app.services.disagreements import MODES, disagreements
 from app.services.facets import BenchmarkFacets, describe_benchmark
 from app.services.instance_filter import FlipState, InstanceFilter, SliceCondition
 from app.services.metrics import (
+    LABEL_MODES,
     MACRO,
     MISSING_SLICE,
+    LabelMode,
     detector_scores,
     get_detector,
     load_labelled,
@@ -55,6 +57,13 @@ DetectorParam = Annotated[
 ]
 ResamplesParam = Annotated[int, Query(ge=1, le=100_000, description="Group-bootstrap resamples.")]
 SeedParam = Annotated[int, Query(ge=0, description="Bootstrap seed.")]
+LabelsParam = Annotated[
+    LabelMode,
+    Query(description="`original` labels, or `resolved` ones (adjudication, else k votes)."),
+]
+ResolveKParam = Annotated[
+    int, Query(ge=1, description="Resolved labels: agreeing voters needed to override.")
+]
 ModeParam = Annotated[str, Query(description=f"One of {', '.join(MODES)}.")]
 ConfParam = Annotated[
     float | None, Blank, Query(ge=0.0, le=1.0, description="Cut on P(other class).")
@@ -113,6 +122,8 @@ def plot_data(
     benchmark: str,
     label: str,
     detectors: list[str],
+    labels: LabelMode = "original",
+    k: int = 2,
 ) -> dict[str, Any]:
     """The four plots of the metrics page for ``detectors`` on all labelled items.
 
@@ -126,6 +137,10 @@ def plot_data(
         Label set (binary, as the metric rows use it).
     detectors : list of str
         Detector names, in legend order.
+    labels : {"original", "resolved"}
+        Which value of the label set (as the metric rows read it).
+    k : int
+        Agreeing voters that override the original, for resolved labels.
 
     Returns
     -------
@@ -134,7 +149,7 @@ def plot_data(
         plot) and ``histograms`` (list of (detector, Markup)).
 
     """
-    items = load_labelled(session, benchmark, label)
+    items = load_labelled(session, benchmark, label, labels=labels, k=k)
     positive = items.target.positive
     negative = items.target.negative or f"not {positive}"
     roc, pr, rel, hists = [], [], [], []
@@ -226,6 +241,8 @@ def metrics_page(
     detector: DetectorParam = None,
     resamples: ResamplesParam = DEFAULT_RESAMPLES,
     seed: SeedParam = 0,
+    labels: LabelsParam = "original",
+    k: ResolveKParam = 2,
 ) -> HTMLResponse:
     """Metric matrix with intervals, judge summary and SVG plots for one label set."""
     chosen = _clean(detector)
@@ -240,9 +257,11 @@ def metrics_page(
             slice_field=slice,
             resamples=resamples,
             seed=seed,
+            labels=labels,
+            k=k,
         )
         plotted = list(dict.fromkeys(r["detector"] for r in report["rows"]))
-        plots = plot_data(session, name, label_name, plotted)
+        plots = plot_data(session, name, label_name, plotted, labels, k)
     context = {
         "name": name,
         "facets": facets,
@@ -252,6 +271,9 @@ def metrics_page(
         "chosen": chosen,
         "resamples": resamples,
         "seed": seed,
+        "labels": labels,
+        "label_modes": LABEL_MODES,
+        "k": k,
         "plots": plots,
         "columns": METRIC_COLUMNS,
         "row_links": _row_links(name, report),
@@ -420,6 +442,8 @@ def api_metrics(
     detector: DetectorParam = None,
     resamples: ResamplesParam = DEFAULT_RESAMPLES,
     seed: SeedParam = 0,
+    labels: LabelsParam = "original",
+    k: ResolveKParam = 2,
 ) -> dict[str, Any]:
     """The metric matrix and judge summaries (the dict of ``appellate metrics --json``)."""
     with transaction(store.factory) as session:
@@ -432,6 +456,8 @@ def api_metrics(
             slice_field=slice,
             resamples=resamples,
             seed=seed,
+            labels=labels,
+            k=k,
         )
 
 
