@@ -11,10 +11,11 @@ from __future__ import annotations
 import csv
 import io
 import math
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import numpy as np
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from sqlalchemy.orm import Session
 from starlette.responses import HTMLResponse, Response
 
@@ -295,42 +296,24 @@ def fmt_ci(ci: list[float] | None, digits: int = 3) -> str:
     return f"{low:.{digits}f}\u2013{high:.{digits}f}"
 
 
-def _disagreement_list(
-    session: Session,
-    name: str,
-    detectors: list[str],
-    label: str,
-    mode: str,
-    min_confidence: float | None,
-    k: int | None,
-    limit: int,
-    judge: str | None = None,
-) -> dict[str, Any]:
-    """The service's list as a dict.
+@dataclass(frozen=True)
+class DisagreementQuery:
+    """The query string of the disagreements page, its CSV export and its JSON twin.
 
-    ``judge`` is passed on in detector-vs-judge mode only, so a judge left in the URL does not
-    break the other modes.
+    ``detectors`` holds the non-blank ``detector`` values; ``label`` is ``None`` when not
+    given (see :func:`_default_label`).
     """
-    result = disagreements(
-        session,
-        name,
-        detectors,
-        label=label,
-        mode=mode,
-        min_confidence=min_confidence,
-        k=k,
-        limit=limit,
-        judge=judge if mode == "detector-vs-judge" else None,
-    )
-    return result.as_dict()
+
+    detectors: list[str]
+    label: str | None
+    mode: str
+    min_confidence: float | None
+    k: int | None
+    limit: int
+    judge: str | None
 
 
-@router.get("/benchmarks/{name}/disagreements", response_class=HTMLResponse)
-def disagreements_page(
-    request: Request,
-    name: str,
-    store: StoreDep,
-    cache: ReadCache,
+def disagreement_query(
     detector: DetectorParam = None,
     label: LabelParam = None,
     mode: ModeParam = "threshold",
@@ -338,28 +321,55 @@ def disagreements_page(
     k: KParam = None,
     limit: LimitParam = DEFAULT_LIMIT,
     judge: JudgeParam = None,
+) -> DisagreementQuery:
+    """The shared disagreements parameters, as one dependency."""
+    return DisagreementQuery(_clean(detector), label, mode, min_confidence, k, limit, judge)
+
+
+DisagreementParams = Annotated[DisagreementQuery, Depends(disagreement_query)]
+
+
+def _disagreement_list(
+    session: Session, name: str, query: DisagreementQuery, label: str
+) -> dict[str, Any]:
+    """The service's list as a dict, against label set ``label`` (the query's, defaulted).
+
+    ``judge`` is passed on in detector-vs-judge mode only, so a judge left in the URL does not
+    break the other modes.
+    """
+    result = disagreements(
+        session,
+        name,
+        query.detectors,
+        label=label,
+        mode=query.mode,
+        min_confidence=query.min_confidence,
+        k=query.k,
+        limit=query.limit,
+        judge=query.judge if query.mode == "detector-vs-judge" else None,
+    )
+    return result.as_dict()
+
+
+@router.get("/benchmarks/{name}/disagreements", response_class=HTMLResponse)
+def disagreements_page(
+    request: Request, name: str, store: StoreDep, cache: ReadCache, query: DisagreementParams
 ) -> HTMLResponse:
     """Ranked confident disagreements with links to the items, and a CSV link."""
-    chosen = _clean(detector)
+    chosen = query.detectors
     with transaction(store.factory) as session:
         facets = describe_benchmark(session, name, cache)
-        label_name = _default_label(facets, label)
-        ready = chosen and (mode != "detector-vs-judge" or judge)
-        result = (
-            _disagreement_list(
-                session, name, chosen, label_name, mode, min_confidence, k, limit, judge
-            )
-            if ready
-            else None
-        )
+        label_name = _default_label(facets, query.label)
+        ready = chosen and (query.mode != "detector-vs-judge" or query.judge)
+        result = _disagreement_list(session, name, query, label_name) if ready else None
     params = {
         "detector": chosen,
         "label": label_name,
-        "mode": mode,
-        "min_confidence": min_confidence,
-        "k": k,
-        "limit": limit if limit != DEFAULT_LIMIT else None,
-        "judge": judge,
+        "mode": query.mode,
+        "min_confidence": query.min_confidence,
+        "k": query.k,
+        "limit": query.limit if query.limit != DEFAULT_LIMIT else None,
+        "judge": query.judge,
     }
     context = {
         "name": name,
@@ -367,12 +377,12 @@ def disagreements_page(
         "result": result,
         "label": label_name,
         "chosen": chosen,
-        "mode": mode,
+        "mode": query.mode,
         "modes": MODES,
-        "min_confidence": min_confidence,
-        "k": k,
-        "limit": limit,
-        "judge": judge,
+        "min_confidence": query.min_confidence,
+        "k": query.k,
+        "limit": query.limit,
+        "judge": query.judge,
         "csv_url": disagreements_url(name, csv_export=True, **params),
         "metrics_url": metrics_url,
     }
@@ -384,31 +394,12 @@ CSV_COLUMNS = ("rank", "external_id", "label", "score", "confidence", "reason")
 
 @router.get("/benchmarks/{name}/disagreements.csv")
 def disagreements_csv(
-    name: str,
-    store: StoreDep,
-    cache: ReadCache,
-    detector: DetectorParam = None,
-    label: LabelParam = None,
-    mode: ModeParam = "threshold",
-    min_confidence: ConfParam = None,
-    k: KParam = None,
-    limit: LimitParam = DEFAULT_LIMIT,
-    judge: JudgeParam = None,
+    name: str, store: StoreDep, cache: ReadCache, query: DisagreementParams
 ) -> Response:
     """The same ranked list as the page, as CSV (one row per item, full-precision numbers)."""
     with transaction(store.factory) as session:
         facets = describe_benchmark(session, name, cache)
-        result = _disagreement_list(
-            session,
-            name,
-            _clean(detector),
-            _default_label(facets, label),
-            mode,
-            min_confidence,
-            k,
-            limit,
-            judge,
-        )
+        result = _disagreement_list(session, name, query, _default_label(facets, query.label))
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
@@ -428,7 +419,9 @@ def disagreements_csv(
     return Response(
         buf.getvalue(),
         media_type="text/csv; charset=utf-8",
-        headers={"Content-Disposition": f'attachment; filename="{safe}-disagreements-{mode}.csv"'},
+        headers={
+            "Content-Disposition": f'attachment; filename="{safe}-disagreements-{query.mode}.csv"'
+        },
     )
 
 
@@ -463,28 +456,9 @@ def api_metrics(
 
 @api_router.get("/benchmarks/{name}/disagreements")
 def api_disagreements(
-    name: str,
-    store: StoreDep,
-    cache: ReadCache,
-    detector: DetectorParam = None,
-    label: LabelParam = None,
-    mode: ModeParam = "threshold",
-    min_confidence: ConfParam = None,
-    k: KParam = None,
-    limit: LimitParam = DEFAULT_LIMIT,
-    judge: JudgeParam = None,
+    name: str, store: StoreDep, cache: ReadCache, query: DisagreementParams
 ) -> dict[str, Any]:
     """The ranked list (the dict of ``appellate disagreements --json``)."""
     with transaction(store.factory) as session:
         facets = describe_benchmark(session, name, cache)
-        return _disagreement_list(
-            session,
-            name,
-            _clean(detector),
-            _default_label(facets, label),
-            mode,
-            min_confidence,
-            k,
-            limit,
-            judge,
-        )
+        return _disagreement_list(session, name, query, _default_label(facets, query.label))
