@@ -19,6 +19,8 @@ from app.web import (
     metrics_pages,
     pages,
     probes_pages,
+    report_pages,
+    review_pages,
 )
 from app.web.auth import RequireReviewer
 from app.web.errors import install_error_handlers
@@ -73,6 +75,10 @@ def create_app(settings: Settings) -> FastAPI:
     ):
         app.include_router(router, dependencies=[RequireReviewer])
     app.include_router(account_pages.router)
+    app.include_router(report_pages.router)
+    # Review routes check their own roles: annotators work here.
+    app.include_router(review_pages.router)
+    app.include_router(review_pages.api_router)
     app.include_router(health.router)
     install_error_handlers(app)
     return app

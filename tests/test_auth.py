@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 from typer.testing import CliRunner
 
 from app.cli import cli
@@ -17,6 +17,11 @@ from app.services import users
 from app.settings import Settings
 from app.tables import AuthToken, TokenKind, User
 from tests.auth_support import PASSWORD, bearer, browser_session, ensure_user, token_for
+
+
+@pytest.fixture(autouse=True)
+def _empty_afterwards(engine: Engine) -> None:
+    """Users and tokens go with the database contents after each test (see ``engine``)."""
 
 
 @pytest.fixture

@@ -1,0 +1,81 @@
+"""Where a review queue's items come from: an instance-table filter or a disagreement list.
+
+Both are given as the query string of the dashboard page that shows them, so "review these"
+on a page builds a queue of exactly the rows that page lists (disagreements in rank order,
+filtered instances in external-id order).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs
+
+import typer
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.errors import InvalidInput
+from app.services.disagreements import disagreements
+from app.services.facets import benchmark_facets
+from app.services.instance_filter import filter_conditions, resolve_filter
+from app.tables import Benchmark, Instance
+
+SOURCES = ("filter", "disagreements")
+# The disagreement page's parameters that select items (the rest only change the display).
+_DISAGREEMENT_SCALARS = ("label", "mode", "min_confidence", "k", "judge", "limit")
+DEFAULT_LIMIT = 200
+
+
+def filtered_ids(session: Session, bench: Benchmark, query: str) -> list[int]:
+    """Instance ids the benchmark table lists for ``query``, in external-id order."""
+    # Imported here: the parser lives with the export CLI, which imports the web filters.
+    from app.ingest.export_cli import parse_filter
+
+    try:
+        flt = parse_filter(query)
+    except typer.BadParameter as exc:
+        raise InvalidInput(f"filter: {exc.message}", field="query") from None
+    facets = benchmark_facets(session, bench)
+    dialect = session.get_bind().dialect.name
+    conds = filter_conditions(facets, resolve_filter(facets, flt), dialect, counting=True)
+    q = select(Instance.id).where(*conds).order_by(Instance.external_id)
+    return list(session.scalars(q))
+
+
+def disagreement_ids(session: Session, bench: Benchmark, query: str) -> tuple[list[int], str]:
+    """Instance ids of a disagreement list (rank order) and its label set."""
+    params = parse_qs(query.rpartition("?")[2], keep_blank_values=False)
+    scalars = {name: params[name][-1] for name in _DISAGREEMENT_SCALARS if name in params}
+    detectors = params.get("detector", [])
+    label = scalars.get("label", "reference")
+    try:
+        found = disagreements(
+            session,
+            bench.name,
+            detectors,
+            label=label,
+            mode=scalars.get("mode", "threshold"),
+            min_confidence=_number(scalars, "min_confidence", float),
+            k=_number(scalars, "k", int),
+            limit=_number(scalars, "limit", int) or DEFAULT_LIMIT,
+            judge=scalars.get("judge"),
+        )
+    except InvalidInput as exc:
+        raise InvalidInput(f"disagreements: {exc.message}", field="query") from None
+    by_external = dict(
+        session.execute(
+            select(Instance.external_id, Instance.id).where(
+                Instance.benchmark_id == bench.id,
+                Instance.external_id.in_([item.external_id for item in found.items]),
+            )
+        ).all()
+    )
+    return [by_external[item.external_id] for item in found.items], label
+
+
+def _number(params: dict[str, str], name: str, kind: type[float] | type[int]) -> float | None:
+    if name not in params or not params[name].strip():
+        return None
+    try:
+        return kind(params[name])
+    except ValueError:
+        raise InvalidInput(f"{name} must be a number, got {params[name]!r}", field=name) from None

@@ -1,0 +1,570 @@
+"""Review queues in the browser and over REST: create, annotate by keyboard, adjudicate.
+
+Annotators see a queue's items and, in blind mode, nothing of their labels, detector outputs
+or other people's votes: the item view is built from the payload's text fields only, and the
+409 page of a stale write says that the item changed without saying how.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.db import transaction
+from app.errors import InvalidInput
+from app.services import queue_sources, queues
+from app.services.facets import get_benchmark
+from app.services.labels import label_names
+from app.services.payload_fields import TEXT_FIELDS
+from app.services.resolution import ADJUDICATION, VOTE, Resolution
+from app.services.users import Principal
+from app.store import Store
+from app.tables import Benchmark, Comment, Instance, ReviewQueue, Role
+from app.web.auth import Annotator, Forbidden, Reviewer
+from app.web.deps import StoreDep
+from app.web.templating import is_fragment_request, render
+
+router = APIRouter()
+api_router = APIRouter(prefix="/api")
+
+MAX_COMMENT = 4000
+
+
+@dataclass(frozen=True)
+class ItemView:
+    """What the item page shows; ``resolution`` and ``fields`` are None/empty in blind mode."""
+
+    instance_id: int
+    external_id: str
+    kind: str
+    texts: list[tuple[str, str]]
+    fields: list[tuple[str, str]]
+    version: int
+    own_vote: str | None
+    n_votes: int
+    resolution: Resolution | None
+    comments: list[Comment]
+
+
+def _sees_labels(queue: ReviewQueue, principal: Principal) -> bool:
+    """Whether labels, votes and detector outputs may reach this user in this queue."""
+    return principal.can(Role.reviewer) or not queue.blind
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else str(value)
+
+
+def item_view(
+    session: Session, queue: ReviewQueue, instance_id: int, principal: Principal
+) -> ItemView:
+    """The item as ``principal`` may see it (see :func:`_sees_labels`)."""
+    if not queues.in_queue(session, queue, instance_id):
+        raise InvalidInput(f"instance {instance_id} is not in queue {queue.name!r}", field="item")
+    inst = session.get(Instance, instance_id)
+    assert inst is not None
+    bench = session.get(Benchmark, inst.benchmark_id)
+    assert bench is not None
+    long = TEXT_FIELDS.get(bench.kind, ())
+    texts = [(f, _text(inst.payload[f])) for f in long if inst.payload.get(f) is not None]
+    sees = _sees_labels(queue, principal)
+    # Payload metadata can hold a reference label (e.g. JudgeBench's "label"): blind views
+    # show the text fields only.
+    fields = [(k, _text(v)) for k, v in inst.payload.items() if k not in long] if sees else []
+    res = queues.resolutions(session, queue, [instance_id]).get(instance_id)
+    comments_q = select(Comment).where(Comment.instance_id == instance_id).order_by(Comment.id)
+    comments = list(session.scalars(comments_q))
+    if not sees:
+        # Another annotator's note may name a label; blind annotators read their own only.
+        comments = [c for c in comments if c.author == principal.name]
+    for c in comments:
+        session.expunge(c)
+    return ItemView(
+        instance_id=instance_id,
+        external_id=inst.external_id,
+        kind=bench.kind,
+        texts=texts,
+        fields=fields,
+        version=queues.label_version(session, instance_id, queue.label_name),
+        own_vote=res.votes.get(principal.name) if res is not None else None,
+        n_votes=len(res.votes) if res is not None else 0,
+        resolution=res if sees else None,
+        comments=comments,
+    )
+
+
+def _queue(session: Session, queue_id: int, principal: Principal) -> ReviewQueue:
+    queue = queues.get_queue(session, queue_id)
+    if not queues.may_work(session, queue, principal):
+        raise Forbidden(f"{principal.name} is not assigned to queue {queue.name!r}")
+    return queue
+
+
+def _after_post(request: Request, url: str) -> Response:
+    if is_fragment_request(request):
+        return Response(status_code=204, headers={"HX-Redirect": url})
+    return RedirectResponse(url, status_code=303)
+
+
+# ----------------------------------------------------------------------------- pages
+
+
+@router.get("/queues", response_class=HTMLResponse)
+def queues_page(request: Request, store: StoreDep, principal: Annotator) -> HTMLResponse:
+    """The queues this user may work in, with progress."""
+    with transaction(store.factory) as session:
+        rows = []
+        for queue, bench_name, n_items in queues.list_queues(session):
+            if not queues.may_work(session, queue, principal):
+                continue
+            prog = queues.progress(session, queue)
+            mine = prog.votes_by_person.get(principal.name, 0)
+            rows.append(
+                {
+                    "queue": queue,
+                    "benchmark": bench_name,
+                    "n": n_items,
+                    "progress": prog,
+                    "mine": mine,
+                }
+            )
+            session.expunge(queue)
+    return render(request, "queues.html", {"rows": rows})
+
+
+@router.get("/benchmarks/{name}/queues/new", response_class=HTMLResponse)
+def new_queue_form(
+    request: Request,
+    name: str,
+    store: StoreDep,
+    principal: Reviewer,
+    source: str = "filter",
+    query: str = "",
+    label: str = "",
+) -> HTMLResponse:
+    """The form that builds a queue from a table filter or a disagreement list."""
+    with transaction(store.factory) as session:
+        bench = get_benchmark(session, name)
+        labels = label_names(session, bench.id)
+        session.expunge(bench)
+    if source not in queue_sources.SOURCES:
+        raise InvalidInput(
+            f"source must be one of {', '.join(queue_sources.SOURCES)}", field="source"
+        )
+    context = {
+        "bench": bench,
+        "source": source,
+        "query": query,
+        "labels": labels,
+        "label": label or ("reference" if "reference" in labels else (labels or [""])[0]),
+        "tags": queues.DEFECT_TAGS,
+    }
+    return render(request, "queue_new.html", context)
+
+
+@router.post("/queues")
+def create_queue(
+    request: Request,
+    store: StoreDep,
+    principal: Reviewer,
+    benchmark: Annotated[str, Form()],
+    name: Annotated[str, Form(max_length=200)],
+    label: Annotated[str, Form()],
+    source: Annotated[str, Form()],
+    query: Annotated[str, Form()] = "",
+    overlap_k: Annotated[int, Form(ge=1, le=20)] = 2,
+    blind: Annotated[bool, Form()] = False,
+    instructions: Annotated[str, Form(max_length=4000)] = "",
+    assignees: Annotated[str, Form()] = "",
+) -> Response:
+    """Freeze the source's items into a new queue and open it."""
+    queue_id = _create(
+        store,
+        principal,
+        benchmark,
+        name,
+        label,
+        source,
+        query,
+        overlap_k,
+        blind,
+        instructions,
+        assignees,
+    )
+    return _after_post(request, f"/queues/{queue_id}")
+
+
+def _create(
+    store: Store,
+    principal: Principal,
+    benchmark: str,
+    name: str,
+    label: str,
+    source: str,
+    query: str,
+    overlap_k: int,
+    blind: bool,
+    instructions: str,
+    assignees: str,
+) -> int:
+    with transaction(store.write_factory) as session:
+        bench = get_benchmark(session, benchmark)
+        if source == "filter":
+            ids = queue_sources.filtered_ids(session, bench, query)
+        elif source == "disagreements":
+            ids, _ = queue_sources.disagreement_ids(session, bench, query)
+        else:
+            raise InvalidInput(
+                f"source must be one of {', '.join(queue_sources.SOURCES)}", field="source"
+            )
+        queue = queues.create_queue(
+            session,
+            bench,
+            ids,
+            name=name,
+            label_name=label,
+            source=source,
+            query=query,
+            overlap_k=overlap_k,
+            blind=blind,
+            instructions=instructions,
+            created_by=principal.name,
+            assignees=[a for a in assignees.replace(",", " ").split() if a],
+        )
+        return queue.id
+
+
+@router.get("/queues/{queue_id}", response_class=HTMLResponse)
+def queue_page(
+    request: Request, queue_id: int, store: StoreDep, principal: Annotator
+) -> HTMLResponse:
+    """A queue: settings, progress per person and, for reviewers, every item's state."""
+    with transaction(store.factory) as session:
+        queue = _queue(session, queue_id, principal)
+        bench = session.get(Benchmark, queue.benchmark_id)
+        assert bench is not None
+        prog = queues.progress(session, queue)
+        items: list[dict[str, Any]] = []
+        if principal.can(Role.reviewer):
+            states = queues.resolutions(session, queue)
+            ext = dict(
+                session.execute(
+                    select(Instance.id, Instance.external_id).where(
+                        Instance.id.in_(queues.item_ids(session, queue))
+                    )
+                ).all()
+            )
+            for iid in queues.item_ids(session, queue):
+                items.append({"id": iid, "external_id": ext[iid], "res": states.get(iid)})
+        people = queues.assignees(session, queue)
+        session.expunge(queue)
+        session.expunge(bench)
+    context = {
+        "queue": queue,
+        "bench": bench,
+        "progress": prog,
+        "items": items,
+        "assignees": people,
+    }
+    return render(request, "queue.html", context)
+
+
+@router.get("/queues/{queue_id}/next")
+def next_item(request: Request, queue_id: int, store: StoreDep, principal: Annotator) -> Response:
+    """Go to the next item this user has not voted on, or back to the queue when done."""
+    with transaction(store.factory) as session:
+        queue = _queue(session, queue_id, principal)
+        iid = queues.next_item(session, queue, principal)
+    if iid is None:
+        return RedirectResponse(f"/queues/{queue_id}?done=1", status_code=303)
+    return RedirectResponse(f"/queues/{queue_id}/items/{iid}", status_code=303)
+
+
+def _render_item(
+    request: Request,
+    store: Store,
+    queue_id: int,
+    instance_id: int,
+    principal: Principal,
+    *,
+    status_code: int = 200,
+    stale: queues.StaleWrite | None = None,
+    undone: bool = False,
+) -> HTMLResponse:
+    with transaction(store.factory) as session:
+        queue = _queue(session, queue_id, principal)
+        view = item_view(session, queue, instance_id, principal)
+        prog = queues.progress(session, queue)
+        session.expunge(queue)
+    context = {
+        "queue": queue,
+        "item": view,
+        "progress": prog,
+        "tags": queues.DEFECT_TAGS,
+        "stale": stale,
+        "undone": undone,
+        "reviewer": principal.can(Role.reviewer),
+    }
+    return render(request, "queue_item.html", context, status_code=status_code)
+
+
+@router.get("/queues/{queue_id}/items/{instance_id}", response_class=HTMLResponse)
+def item_page(
+    request: Request,
+    queue_id: int,
+    instance_id: int,
+    store: StoreDep,
+    principal: Annotator,
+    undone: bool = False,
+) -> HTMLResponse:
+    """One item: its text, the choices (keys 1-9), reason, defect tags and notes."""
+    return _render_item(request, store, queue_id, instance_id, principal, undone=undone)
+
+
+def _tags(raw: list[str] | None) -> list[str]:
+    return [t for t in (raw or []) if t]
+
+
+def _write(
+    request: Request,
+    store: Store,
+    queue_id: int,
+    instance_id: int,
+    principal: Principal,
+    *,
+    kind: str,
+    value: str,
+    version: int,
+    reason: str,
+    tags: list[str],
+) -> Response:
+    try:
+        with transaction(store.write_factory) as session:
+            queue = _queue(session, queue_id, principal)
+            queues.record(
+                session,
+                queue,
+                instance_id,
+                principal,
+                kind=kind,
+                value=value or None,
+                seen_version=version,
+                reason=reason,
+                tags=tags,
+            )
+    except queues.StaleWrite as stale:
+        return _render_item(
+            request, store, queue_id, instance_id, principal, status_code=409, stale=stale
+        )
+    except queues.NotAssigned as exc:
+        raise Forbidden(exc.message) from None
+    target = (
+        f"/queues/{queue_id}/next" if kind == VOTE else f"/queues/{queue_id}/items/{instance_id}"
+    )
+    return _after_post(request, target)
+
+
+@router.post("/queues/{queue_id}/items/{instance_id}/vote")
+def vote(
+    request: Request,
+    queue_id: int,
+    instance_id: int,
+    store: StoreDep,
+    principal: Annotator,
+    value: Annotated[str, Form()],
+    version: Annotated[int, Form(ge=0)],
+    reason: Annotated[str, Form(max_length=queues.MAX_REASON)] = "",
+    tags: Annotated[list[str] | None, Form()] = None,
+) -> Response:
+    """Record a vote and go to the next item (409 with the current state if it is stale)."""
+    return _write(
+        request,
+        store,
+        queue_id,
+        instance_id,
+        principal,
+        kind=VOTE,
+        value=value,
+        version=version,
+        reason=reason,
+        tags=_tags(tags),
+    )
+
+
+@router.post("/queues/{queue_id}/items/{instance_id}/adjudicate")
+def adjudicate(
+    request: Request,
+    queue_id: int,
+    instance_id: int,
+    store: StoreDep,
+    principal: Reviewer,
+    value: Annotated[str, Form()],
+    version: Annotated[int, Form(ge=0)],
+    reason: Annotated[str, Form(max_length=queues.MAX_REASON)] = "",
+    tags: Annotated[list[str] | None, Form()] = None,
+) -> Response:
+    """Decide the item's label (empty value: no label); 409 if it changed meanwhile."""
+    return _write(
+        request,
+        store,
+        queue_id,
+        instance_id,
+        principal,
+        kind=ADJUDICATION,
+        value=value,
+        version=version,
+        reason=reason,
+        tags=_tags(tags),
+    )
+
+
+@router.post("/queues/{queue_id}/items/{instance_id}/skip")
+def skip_item(
+    request: Request, queue_id: int, instance_id: int, store: StoreDep, principal: Annotator
+) -> Response:
+    """Skip the item (it is not offered to this user again) and go to the next."""
+    with transaction(store.write_factory) as session:
+        queue = _queue(session, queue_id, principal)
+        queues.skip(session, queue, instance_id, principal)
+    return _after_post(request, f"/queues/{queue_id}/next")
+
+
+@router.post("/queues/{queue_id}/undo")
+def undo(request: Request, queue_id: int, store: StoreDep, principal: Annotator) -> Response:
+    """Withdraw this user's last vote in the queue and reopen that item."""
+    with transaction(store.write_factory) as session:
+        queue = _queue(session, queue_id, principal)
+        iid = queues.undo_last_vote(session, queue, principal)
+    if iid is None:
+        return _after_post(request, f"/queues/{queue_id}/next")
+    return _after_post(request, f"/queues/{queue_id}/items/{iid}?undone=1")
+
+
+@router.post("/queues/{queue_id}/items/{instance_id}/comments")
+def add_comment(
+    request: Request,
+    queue_id: int,
+    instance_id: int,
+    store: StoreDep,
+    principal: Annotator,
+    body: Annotated[str, Form(max_length=MAX_COMMENT)],
+) -> Response:
+    """Add a note to the item's discussion thread."""
+    text = body.strip()
+    if not text:
+        raise InvalidInput("the note is empty", field="body")
+    with transaction(store.write_factory) as session:
+        queue = _queue(session, queue_id, principal)
+        if not queues.in_queue(session, queue, instance_id):
+            raise InvalidInput(f"instance {instance_id} is not in this queue", field="item")
+        session.add(Comment(instance_id=instance_id, author=principal.name, body=text))
+    return _after_post(request, f"/queues/{queue_id}/items/{instance_id}")
+
+
+# ----------------------------------------------------------------------------- REST
+
+
+class ReviewWrite(BaseModel):
+    """A vote or adjudication over REST: the item, the value and the version it saw."""
+
+    instance_id: int
+    value: str | None
+    version: int = Field(ge=0)
+    reason: str = Field(default="", max_length=queues.MAX_REASON)
+    tags: list[str] = Field(default_factory=list)
+
+
+def _api_write(
+    store: Store, queue_id: int, body: ReviewWrite, principal: Principal, kind: str
+) -> Any:
+    try:
+        with transaction(store.write_factory) as session:
+            queue = _queue(session, queue_id, principal)
+            event = queues.record(
+                session,
+                queue,
+                body.instance_id,
+                principal,
+                kind=kind,
+                value=body.value,
+                seen_version=body.version,
+                reason=body.reason,
+                tags=body.tags,
+            )
+            return {"event_id": event.id, "version": event.id}
+    except queues.NotAssigned as exc:
+        raise Forbidden(exc.message) from None
+    except queues.StaleWrite as stale:
+        # The loser gets the item's current state (as much of it as they may see) to decide
+        # again against the new version.
+        current = _item_state(store, queue_id, body.instance_id, principal)
+        return JSONResponse({"detail": stale.message, **current}, status_code=409)
+
+
+def _item_state(
+    store: Store, queue_id: int, instance_id: int, principal: Principal
+) -> dict[str, Any]:
+    with transaction(store.factory) as session:
+        queue = _queue(session, queue_id, principal)
+        view = item_view(session, queue, instance_id, principal)
+    out: dict[str, Any] = {
+        "instance_id": instance_id,
+        "version": view.version,
+        "own_vote": view.own_vote,
+        "n_votes": view.n_votes,
+    }
+    if view.resolution is not None:
+        res = view.resolution
+        out.update(
+            original=res.original,
+            resolved=res.resolved,
+            rule=res.rule,
+            votes=res.votes,
+            adjudication=res.adjudication.value if res.adjudication else None,
+        )
+    return out
+
+
+@api_router.get("/queues/{queue_id}")
+def api_queue(queue_id: int, store: StoreDep, principal: Annotator) -> dict[str, Any]:
+    """A queue's settings and progress."""
+    with transaction(store.factory) as session:
+        queue = _queue(session, queue_id, principal)
+        prog = queues.progress(session, queue)
+        summary = {**queues.queue_summary(queue), "progress": asdict(prog)}
+    if not _sees_labels(queue, principal):
+        # How items were decided says something about their labels; blind annotators see
+        # only how many are done.
+        for key in ("adjudicated", "unanimous"):
+            del summary["progress"][key]
+    return summary
+
+
+@api_router.get("/queues/{queue_id}/items/{instance_id}")
+def api_item(
+    queue_id: int, instance_id: int, store: StoreDep, principal: Annotator
+) -> dict[str, Any]:
+    """The item's version and this user's vote; labels and votes only outside blind mode."""
+    return _item_state(store, queue_id, instance_id, principal)
+
+
+@api_router.post("/queues/{queue_id}/votes", status_code=201)
+def api_vote(
+    queue_id: int, body: ReviewWrite, store: StoreDep, principal: Annotator
+) -> dict[str, Any]:
+    """Vote on an item (409 if its label changed after ``version``)."""
+    return _api_write(store, queue_id, body, principal, VOTE)
+
+
+@api_router.post("/queues/{queue_id}/adjudications", status_code=201)
+def api_adjudicate(
+    queue_id: int, body: ReviewWrite, store: StoreDep, principal: Reviewer
+) -> dict[str, Any]:
+    """Adjudicate an item (409 if its label changed after ``version``)."""
+    return _api_write(store, queue_id, body, principal, ADJUDICATION)
