@@ -406,3 +406,29 @@ def test_concurrent_votes_and_adjudications_lose_nothing(store: Store, settings:
         )
     # Exactly one vote and one adjudication were written; the losers wrote nothing.
     assert after - before == 2 and len(authors) == 2
+
+
+def test_instance_page_shows_resolution_history_and_notes(store: Store, settings: Settings) -> None:
+    reviewer, rcsrf = _login(settings, "rita", "reviewer")
+    qid = _make_queue(reviewer, rcsrf, overlap_k="1")
+    ext = f.PAIRS[1].external_id
+    with transaction(store.factory) as s:
+        iid = s.scalar(select(Instance.id).where(Instance.external_id == ext))
+    state = reviewer.get(f"/api/queues/{qid}/items/{iid}").json()
+    new = "A" if state["original"] == "B" else "B"
+    r = reviewer.post(
+        f"/api/queues/{qid}/votes",
+        json={"instance_id": iid, "value": new, "version": state["version"]},
+        headers={"X-CSRF-Token": rcsrf},
+    )
+    assert r.status_code == 201, r.text
+    note = reviewer.post(
+        f"/instances/{iid}/comments",
+        data={"csrf_token": rcsrf, "body": "see <img src=x onerror=alert(9)>"},
+        follow_redirects=False,
+    )
+    assert note.status_code == 303 and note.headers["location"].endswith("#comments")
+    page = reviewer.get(note.headers["location"].split("#")[0]).text
+    # k = 2 on the instance page: one vote shows in the history but does not resolve yet.
+    assert "vote" in page and "rita" in page
+    assert "see &lt;img src=x onerror=alert(9)&gt;" in page and "<img src=x" not in page

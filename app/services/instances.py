@@ -20,7 +20,8 @@ from app.services.instance_filter import (
     resolve_filter,
 )
 from app.services.payload_fields import SLICE_FIELDS, TEXT_FIELDS
-from app.tables import Detector, Instance, Judgment, LabelEvent, Order, Score
+from app.services.resolution import fold, latest_events
+from app.tables import Comment, Detector, Instance, Judgment, LabelEvent, Order, Score
 
 _ORDER_RANK = {Order.AB.value: 0, Order.BA.value: 1, Order.AB_REPEAT.value: 2}
 
@@ -37,11 +38,27 @@ class LabelEventView(BaseModel):
 
 
 class LabelSetHistory(BaseModel):
-    """A label set on one instance: its current value and every event, oldest first."""
+    """A label set on one instance: every event, oldest first, and what they amount to.
+
+    ``current`` is the original value (the latest event that is not a vote or an
+    adjudication); ``resolved`` applies review to it with ``rule`` (see
+    :mod:`app.services.resolution`, with k = :data:`REVIEW_K`).
+    """
 
     name: str
     current: str | None
     events: list[LabelEventView]
+    resolved: str | None = None
+    rule: str = "original"
+    votes: dict[str, str] = {}
+
+
+class CommentView(BaseModel):
+    """One message of the instance's discussion thread."""
+
+    author: str
+    body: str
+    created_at: datetime
 
 
 class JudgmentView(BaseModel):
@@ -106,6 +123,8 @@ class InstanceDetail(BaseModel):
     scores: list[ScoreView]
     filter: InstanceFilter
     neighbours: Neighbours
+    instance_id: int = 0
+    comments: list[CommentView] = []
 
     def text_fields(self) -> list[tuple[str, str]]:
         """``(field, text)`` of the kind's long text fields present in the payload, in order."""
@@ -127,6 +146,8 @@ def _as_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+# Agreeing votes that override an original label on the instance page (as export's default).
+REVIEW_K = 2
 _BY_INSTANCE = bindparam("instance_id")
 # Built once: these run on every instance page.
 _INSTANCE = select(
@@ -208,9 +229,26 @@ def instance_detail(
         histories.setdefault(name, []).append(
             LabelEventView.model_validate(dict(zip(_EVENT_FIELDS, event, strict=True)))
         )
+    rows = latest_events(session, [inst.id], list(histories))
+    resolved = {name: res for (_, name), (_, res) in fold(rows, REVIEW_K).items()}
     labels = [
-        LabelSetHistory(name=name, current=events[-1].value, events=events)
+        LabelSetHistory(
+            name=name,
+            current=resolved[name].original,
+            events=events,
+            resolved=resolved[name].resolved,
+            rule=resolved[name].rule,
+            votes=resolved[name].votes,
+        )
         for name, events in sorted(histories.items())
+    ]
+    comments = [
+        CommentView(author=author, body=body, created_at=created)
+        for author, body, created in conn.execute(
+            select(Comment.author, Comment.body, Comment.created_at)
+            .where(Comment.instance_id == inst.id)
+            .order_by(Comment.id)
+        )
     ]
     current = {s.name: s.current for s in labels}
 
@@ -258,4 +296,6 @@ def instance_detail(
         scores=scores,
         filter=flt,
         neighbours=Neighbours(previous=previous, next=following),
+        instance_id=inst.id,
+        comments=comments,
     )

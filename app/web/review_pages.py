@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from app.db import transaction
 from app.errors import InvalidInput
 from app.services import queue_sources, queues
+from app.services.comments import MAX_COMMENT, add_comment
 from app.services.facets import get_benchmark
 from app.services.labels import label_names
 from app.services.payload_fields import TEXT_FIELDS
@@ -29,11 +30,10 @@ from app.tables import Benchmark, Comment, Instance, ReviewQueue, Role
 from app.web.auth import Annotator, Forbidden, Reviewer
 from app.web.deps import StoreDep
 from app.web.templating import is_fragment_request, render
+from app.web.urls import instance_url
 
 router = APIRouter()
 api_router = APIRouter(prefix="/api")
-
-MAX_COMMENT = 4000
 
 
 @dataclass(frozen=True)
@@ -447,7 +447,7 @@ def undo(request: Request, queue_id: int, store: StoreDep, principal: Annotator)
 
 
 @router.post("/queues/{queue_id}/items/{instance_id}/comments")
-def add_comment(
+def add_queue_comment(
     request: Request,
     queue_id: int,
     instance_id: int,
@@ -455,16 +455,32 @@ def add_comment(
     principal: Annotator,
     body: Annotated[str, Form(max_length=MAX_COMMENT)],
 ) -> Response:
-    """Add a note to the item's discussion thread."""
-    text = body.strip()
-    if not text:
-        raise InvalidInput("the note is empty", field="body")
+    """Add a note to the thread of an item of a queue this user works in."""
     with transaction(store.write_factory) as session:
         queue = _queue(session, queue_id, principal)
         if not queues.in_queue(session, queue, instance_id):
             raise InvalidInput(f"instance {instance_id} is not in this queue", field="item")
-        session.add(Comment(instance_id=instance_id, author=principal.name, body=text))
+        add_comment(session, instance_id, principal.name, body)
     return _after_post(request, f"/queues/{queue_id}/items/{instance_id}")
+
+
+@router.post("/instances/{instance_id}/comments")
+def add_instance_comment(
+    request: Request,
+    instance_id: int,
+    store: StoreDep,
+    principal: Reviewer,
+    body: Annotated[str, Form(max_length=MAX_COMMENT)],
+) -> Response:
+    """Add a note to any instance's thread (from its dashboard page)."""
+    with transaction(store.write_factory) as session:
+        add_comment(session, instance_id, principal.name, body)
+        inst = session.get(Instance, instance_id)
+        assert inst is not None
+        bench = session.get(Benchmark, inst.benchmark_id)
+        assert bench is not None
+        target = instance_url(bench.name, inst.external_id) + "#comments"
+    return _after_post(request, target)
 
 
 # ----------------------------------------------------------------------------- REST
