@@ -141,6 +141,8 @@ def test_k_unanimous_votes_resolve_and_adjudication_overrides(
         votes[name] = iid
     assert votes["ann"] == votes["bob"]
     iid = votes["ann"]
+    with transaction(store.factory) as s:
+        ext = s.scalar(select(Instance.external_id).where(Instance.id == iid))
     state = reviewer.get(f"/api/queues/{qid}/items/{iid}").json()
     assert state["votes"] == {"ann": "B", "bob": "B"}
     assert state["resolved"] == "B" and state["rule"] == "unanimous-votes"
@@ -152,6 +154,12 @@ def test_k_unanimous_votes_resolve_and_adjudication_overrides(
     assert r.status_code == 303
     state = reviewer.get(f"/api/queues/{qid}/items/{iid}").json()
     assert state["resolved"] == "A" and state["rule"] == "adjudication"
+    # The queue page shows agreement and what the adjudication does to the metrics.
+    page = reviewer.get(f"/queues/{qid}").text
+    assert 'id="alpha"' in page and "ann · bob" in page
+    original = next(p.reference[-1] for p in f.PAIRS if p.external_id == ext)
+    changed = 0 if original == "A" else 1
+    assert f"{changed} item{'' if changed == 1 else 's'} of {f.PAIRWISE} change label" in page
 
 
 def test_a_stale_vote_gets_409_with_the_current_state(store: Store, settings: Settings) -> None:

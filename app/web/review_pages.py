@@ -17,12 +17,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db import transaction
-from app.errors import InvalidInput
+from app.errors import AppellateError, InvalidInput
 from app.services import queue_sources, queues
 from app.services.comments import MAX_COMMENT, add_comment
 from app.services.facets import get_benchmark
 from app.services.labels import label_names
+from app.services.metrics_compare import compare_metrics
 from app.services.payload_fields import TEXT_FIELDS
+from app.services.queue_agreement import queue_agreement
 from app.services.resolution import ADJUDICATION, VOTE, Resolution
 from app.services.users import Principal
 from app.store import Store
@@ -34,6 +36,8 @@ from app.web.urls import instance_url
 
 router = APIRouter()
 api_router = APIRouter(prefix="/api")
+# Bootstrap resamples of the queue page's intervals: enough for two decimals, quick to draw.
+REVIEW_RESAMPLES = 500
 
 
 @dataclass(frozen=True)
@@ -263,6 +267,21 @@ def queue_page(
             for iid in queues.item_ids(session, queue):
                 items.append({"id": iid, "external_id": ext[iid], "res": states.get(iid)})
         people = queues.assignees(session, queue)
+        agreement = comparison = None
+        comparison_note = ""
+        if principal.can(Role.reviewer):
+            agreement = queue_agreement(session, queue, resamples=REVIEW_RESAMPLES)
+            try:
+                comparison = compare_metrics(
+                    session,
+                    bench.name,
+                    queue.label_name,
+                    k=queue.overlap_k,
+                    resamples=REVIEW_RESAMPLES,
+                )
+            except AppellateError as exc:
+                # A label set that is not binary, or one no detector scores: say so.
+                comparison_note = exc.message
         session.expunge(queue)
         session.expunge(bench)
     context = {
@@ -271,6 +290,9 @@ def queue_page(
         "progress": prog,
         "items": items,
         "assignees": people,
+        "agreement": agreement,
+        "comparison": comparison,
+        "comparison_note": comparison_note,
     }
     return render(request, "queue.html", context)
 
