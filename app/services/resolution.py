@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import Select, case, func, literal, select, type_coerce
@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from app.errors import InvalidInput
 from app.services.labels import ADJUDICATION, REVIEW_SOURCES, VOTE, is_original
 from app.services.labels import label_names as benchmark_label_names
-from app.tables import Instance, LabelEvent
+from app.tables import Instance, LabelEvent, as_utc
 
 # The review sources are defined in labels, beside the current-label readers that must skip
 # them, and re-exported here, where review is resolved.
@@ -344,7 +344,7 @@ def latest_events(
             author=author or "",
             reason=reason or "",
             tags=tuple(str(t) for t in tags or ()),
-            created_at=_aware(created),
+            created_at=as_utc(created),
         )
         yield iid, ext, name, event
 
@@ -379,9 +379,3 @@ def fold(
                 original = e
         out[key] = (ext, resolve(original, votes, adjudication, k))
     return out
-
-
-def _aware(value: datetime) -> datetime:
-    # SQLite hands back naive datetimes for what was written as UTC, PostgreSQL aware ones in
-    # the session's time zone: both become UTC so the dialects give equal rows.
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
