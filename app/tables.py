@@ -165,8 +165,10 @@ class LabelEvent(Base):
     label_name: Mapped[str] = mapped_column(String(200))
     # Null retracts the label (e.g. a flip label whose pair became invalid).
     value: Mapped[str | None] = mapped_column(String(200))
-    # Original values come from importers and derived labels (import, derived, ...); review
-    # writes "vote" (an annotator's, one standing per author) and "adjudication" (a reviewer's).
+    # Original sources: import, derived (flips) and any importer's name. Review sources: vote
+    # (an annotator's; each author's latest counts, null withdraws) and adjudication (a
+    # reviewer's decision; null = "no label"). Current-label readers skip the review sources
+    # (app.services.labels.REVIEW_SOURCES); app.services.resolution applies them.
     source: Mapped[str] = mapped_column(String(40))
     author: Mapped[str] = mapped_column(String(200), default="")
     reason: Mapped[str] = mapped_column(Text, default="")

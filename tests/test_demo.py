@@ -66,6 +66,13 @@ def test_demo_imports_bundled_data_idempotently(
     assert (settings.data_dir / model.path).resolve() == smollm2_dir.resolve()
     assert model.details["judge_mode"] == "calibrated"
 
+    assert "sign in as admin (one-time link, 24 h): http://" in first.output
+    assert before["users"] == 1 and before["auth_tokens"] == 1
+
     second = runner.invoke(cli, ["demo", "--no-serve"])
     assert second.exit_code == 0, second.output
-    assert _counts(factory) == before
+    # A second run imports nothing twice; it only prints a fresh sign-in link for the admin.
+    after = _counts(factory)
+    assert after.pop("auth_tokens") == 2
+    before.pop("auth_tokens")
+    assert after == before

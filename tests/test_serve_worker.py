@@ -17,6 +17,7 @@ from app.db import session_factory, transaction
 from app.ingest.judgebench import import_judgebench
 from app.services.language_models import register_language_model
 from app.settings import Settings
+from tests.auth_support import bearer
 from tests.conftest import DATA, REPO
 from tests.live_server import free_port
 from workers.models import describe_model
@@ -44,6 +45,7 @@ def test_serve_with_worker_runs_queued_jobs_and_stops_both(
             s, "tiny", path=str(tiny_model_dir), fingerprint=info.fingerprint, dtype="float32"
         )
         import_judgebench(s, PAIRS, benchmark="jb")
+    headers = bearer(settings, "ops", "reviewer")
     port = free_port()
     env = {
         **os.environ,
@@ -61,13 +63,14 @@ def test_serve_with_worker_runs_queued_jobs_and_stops_both(
         made = httpx.post(
             f"{base}/api/benchmarks/jb/judge",
             json={"model": "tiny", "mode": "forced", "limit": 3},
+            headers=headers,
         )
         assert made.status_code == 201, made.text
         job_url = f"{base}/api/jobs/{made.json()['id']}"
         job = made.json()
         while job["status"] in ("queued", "running") and time.monotonic() < deadline:
             time.sleep(0.3)
-            job = httpx.get(job_url).json()
+            job = httpx.get(job_url, headers=headers).json()
         assert job["status"] == "done", job
         assert job["result"]["judgments"] == 6 and job["progress_done"] == 6
     finally:
