@@ -162,6 +162,20 @@ def test_k_unanimous_votes_resolve_and_adjudication_overrides(
     assert f"{changed} item{'' if changed == 1 else 's'} of {f.PAIRWISE} change label" in page
 
 
+def test_assignment_limits_who_may_work(store: Store, settings: Settings) -> None:
+    reviewer, rcsrf = _login(settings, "rita", "reviewer")
+    ann, _ = _login(settings, "ann", "annotator")
+    bob, _ = _login(settings, "bob", "annotator")
+    qid = _make_queue(reviewer, rcsrf, assignees="ann")
+    assert ann.get(f"/queues/{qid}/next").status_code == 200
+    assert bob.get(f"/queues/{qid}/next").status_code == 403
+    assert f'data-queue="{qid}"' not in bob.get("/queues").text
+    bad = reviewer.post(f"/queues/{qid}/assignees", data={"csrf_token": rcsrf, "assignees": "zed"})
+    assert bad.status_code == 422 and "no user named zed" in bad.text
+    reviewer.post(f"/queues/{qid}/assignees", data={"csrf_token": rcsrf, "assignees": "ann, bob"})
+    assert bob.get(f"/queues/{qid}/next").status_code == 200
+
+
 def test_a_stale_vote_gets_409_with_the_current_state(store: Store, settings: Settings) -> None:
     reviewer, rcsrf = _login(settings, "rita", "reviewer")
     qid = _make_queue(reviewer, rcsrf, blind="false")

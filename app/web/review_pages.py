@@ -297,6 +297,21 @@ def queue_page(
     return render(request, "queue.html", context)
 
 
+@router.post("/queues/{queue_id}/assignees")
+def assign(
+    request: Request,
+    queue_id: int,
+    store: StoreDep,
+    principal: Reviewer,
+    assignees: Annotated[str, Form()] = "",
+) -> Response:
+    """Replace who is assigned to the queue (empty: every annotator may work in it)."""
+    with transaction(store.write_factory) as session:
+        queue = queues.get_queue(session, queue_id)
+        queues.set_assignees(session, queue, assignees.replace(",", " ").split())
+    return _after_post(request, f"/queues/{queue_id}")
+
+
 @router.get("/queues/{queue_id}/next")
 def next_item(request: Request, queue_id: int, store: StoreDep, principal: Annotator) -> Response:
     """Go to the next item this user has not voted on, or back to the queue when done."""
