@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from pydantic import BaseModel, Field
 from sqlalchemy import select
@@ -364,8 +364,27 @@ def item_page(
     return _render_item(request, store, queue_id, instance_id, principal, undone=undone)
 
 
-def _tags(raw: list[str] | None) -> list[str]:
-    return [t for t in (raw or []) if t]
+@dataclass(frozen=True)
+class ReviewForm:
+    """A vote or adjudication as posted: the value, the version seen, why and the tags."""
+
+    value: str | None
+    version: int
+    reason: str
+    tags: list[str]
+
+
+async def review_form(
+    value: Annotated[str, Form()],
+    version: Annotated[int, Form(ge=0)],
+    reason: Annotated[str, Form(max_length=queues.MAX_REASON)] = "",
+    tags: Annotated[list[str] | None, Form()] = None,
+) -> ReviewForm:
+    """The posted fields; an empty value means none (a withdrawal, or "no label")."""
+    return ReviewForm(value or None, version, reason, [t for t in (tags or []) if t])
+
+
+ReviewFormDep = Annotated[ReviewForm, Depends(review_form)]
 
 
 def _write(
@@ -374,12 +393,8 @@ def _write(
     queue_id: int,
     instance_id: int,
     principal: Principal,
-    *,
     kind: str,
-    value: str,
-    version: int,
-    reason: str,
-    tags: list[str],
+    form: ReviewForm,
 ) -> Response:
     try:
         with transaction(store.write_factory) as session:
@@ -390,10 +405,10 @@ def _write(
                 instance_id,
                 principal,
                 kind=kind,
-                value=value or None,
-                seen_version=version,
-                reason=reason,
-                tags=tags,
+                value=form.value,
+                seen_version=form.version,
+                reason=form.reason,
+                tags=form.tags,
             )
     except queues.StaleWrite as stale:
         return _render_item(
@@ -401,6 +416,7 @@ def _write(
         )
     except queues.NotAssigned as exc:
         raise Forbidden(exc.message) from None
+    # Annotators move on; a reviewer stays to see the decision in the item's state.
     target = (
         f"/queues/{queue_id}/next" if kind == VOTE else f"/queues/{queue_id}/items/{instance_id}"
     )
@@ -414,24 +430,10 @@ def vote(
     instance_id: int,
     store: StoreDep,
     principal: Annotator,
-    value: Annotated[str, Form()],
-    version: Annotated[int, Form(ge=0)],
-    reason: Annotated[str, Form(max_length=queues.MAX_REASON)] = "",
-    tags: Annotated[list[str] | None, Form()] = None,
+    form: ReviewFormDep,
 ) -> Response:
     """Record a vote and go to the next item (409 with the current state if it is stale)."""
-    return _write(
-        request,
-        store,
-        queue_id,
-        instance_id,
-        principal,
-        kind=VOTE,
-        value=value,
-        version=version,
-        reason=reason,
-        tags=_tags(tags),
-    )
+    return _write(request, store, queue_id, instance_id, principal, VOTE, form)
 
 
 @router.post("/queues/{queue_id}/items/{instance_id}/adjudicate")
@@ -441,24 +443,10 @@ def adjudicate(
     instance_id: int,
     store: StoreDep,
     principal: Reviewer,
-    value: Annotated[str, Form()],
-    version: Annotated[int, Form(ge=0)],
-    reason: Annotated[str, Form(max_length=queues.MAX_REASON)] = "",
-    tags: Annotated[list[str] | None, Form()] = None,
+    form: ReviewFormDep,
 ) -> Response:
     """Decide the item's label (empty value: no label); 409 if it changed meanwhile."""
-    return _write(
-        request,
-        store,
-        queue_id,
-        instance_id,
-        principal,
-        kind=ADJUDICATION,
-        value=value,
-        version=version,
-        reason=reason,
-        tags=_tags(tags),
-    )
+    return _write(request, store, queue_id, instance_id, principal, ADJUDICATION, form)
 
 
 @router.post("/queues/{queue_id}/items/{instance_id}/skip")
