@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from starlette.background import BackgroundTask
 from starlette.responses import FileResponse, HTMLResponse
 
@@ -105,44 +106,47 @@ def report_page(
     return render(request, "report.html", context)
 
 
-@router.get("/benchmarks/{name}/export")
-def export_download(
-    name: str,
-    store: StoreDep,
-    principal: Reviewer,
+@dataclass(frozen=True)
+class ExportQuery:
+    """What an export download is of: format, label values, quorum and row filter."""
+
+    fmt: ExportFormat
+    labels: LabelChoice
+    k: int
+    query: str
+
+
+async def export_query(
     fmt: FormatParam = "jsonl",
     labels: LabelsParam = "resolved",
     k: KParam = 2,
     query: FilterParam = "",
+) -> ExportQuery:
+    """The export's query parameters (shared by the data and the changelog download)."""
+    return ExportQuery(fmt, labels, k, query)
+
+
+ExportQueryDep = Annotated[ExportQuery, Depends(export_query)]
+
+
+@router.get("/benchmarks/{name}/export")
+def export_download(
+    name: str, store: StoreDep, principal: Reviewer, params: ExportQueryDep
 ) -> FileResponse:
     """The benchmark (or the rows of ``filter``) as a JSONL, CSV or Parquet attachment."""
-    return _download(store, name, fmt, labels, k, query, changelog=False)
+    return _download(store, name, params, changelog=False)
 
 
 @router.get("/benchmarks/{name}/export/changelog.csv")
 def changelog_download(
-    name: str,
-    store: StoreDep,
-    principal: Reviewer,
-    fmt: FormatParam = "jsonl",
-    labels: LabelsParam = "resolved",
-    k: KParam = 2,
-    query: FilterParam = "",
+    name: str, store: StoreDep, principal: Reviewer, params: ExportQueryDep
 ) -> FileResponse:
     """The changelog CSV of the export with the same parameters, as an attachment."""
-    return _download(store, name, fmt, labels, k, query, changelog=True)
+    return _download(store, name, params, changelog=True)
 
 
-def _download(
-    store: Store,
-    name: str,
-    fmt: ExportFormat,
-    labels: LabelChoice,
-    k: int,
-    query: str,
-    *,
-    changelog: bool,
-) -> FileResponse:
+def _download(store: Store, name: str, params: ExportQuery, *, changelog: bool) -> FileResponse:
+    fmt, labels, k, query = params.fmt, params.labels, params.k, params.query
     flt = None
     if query.strip():
         try:
