@@ -110,6 +110,11 @@ def _queue(session: Session, queue_id: int, principal: Principal) -> ReviewQueue
     return queue
 
 
+def _names(raw: str) -> list[str]:
+    """User names typed into a form, separated by spaces or commas."""
+    return raw.replace(",", " ").split()
+
+
 def _after_post(request: Request, url: str) -> Response:
     if is_fragment_request(request):
         return Response(status_code=204, headers={"HX-Redirect": url})
@@ -239,7 +244,7 @@ def _create(
             blind=blind,
             instructions=instructions,
             created_by=principal.name,
-            assignees=[a for a in assignees.replace(",", " ").split() if a],
+            assignees=_names(assignees),
         )
         return queue.id
 
@@ -308,7 +313,7 @@ def assign(
     """Replace who is assigned to the queue (empty: every annotator may work in it)."""
     with transaction(store.write_factory) as session:
         queue = queues.get_queue(session, queue_id)
-        queues.set_assignees(session, queue, assignees.replace(",", " ").split())
+        queues.set_assignees(session, queue, _names(assignees))
     return _after_post(request, f"/queues/{queue_id}")
 
 
