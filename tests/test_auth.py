@@ -193,3 +193,25 @@ def test_users_cli_adds_a_user_with_a_password_from_stdin(settings: Settings, mo
     with TestClient(create_app(settings)) as c:
         r3 = c.get("/api/benchmarks", headers={"Authorization": f"Bearer {token}"})
         assert r3.status_code == 200
+
+
+def test_repeated_wrong_passwords_are_throttled(client: TestClient, settings: Settings) -> None:
+    from app.web.account_pages import MAX_FAILURES, THROTTLE
+
+    ensure_user(settings, "rita", "reviewer", PASSWORD)
+    THROTTLE.succeeded("rita")
+    try:
+        for _ in range(MAX_FAILURES):
+            r = client.post(
+                "/login",
+                data={"name": "rita", "password": "wrong-guess", "csrf_token": _login_csrf(client)},
+            )
+            assert r.status_code == 401
+        # Even the right password is refused until the window passes.
+        r = client.post(
+            "/login",
+            data={"name": "rita", "password": PASSWORD, "csrf_token": _login_csrf(client)},
+        )
+        assert r.status_code == 429 and "Too many failed sign-ins" in r.text
+    finally:
+        THROTTLE.succeeded("rita")

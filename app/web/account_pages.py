@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import secrets
+import threading
+import time
+from collections import deque
 from typing import Annotated
 from urllib.parse import urlsplit
 
@@ -25,6 +28,46 @@ from app.web.deps import StoreDep
 from app.web.templating import render
 
 router = APIRouter()
+
+# Password guessing: after this many failures for one name within the window, that name is
+# refused (429) until the window has passed. Kept per process: with several server processes
+# the allowance is per process, still bounded.
+MAX_FAILURES = 5
+FAILURE_WINDOW_S = 300.0
+
+
+class LoginThrottle:
+    """Recent failed sign-ins per user name, for refusing further guesses for a while."""
+
+    def __init__(self, limit: int = MAX_FAILURES, window_s: float = FAILURE_WINDOW_S) -> None:
+        self.limit = limit
+        self.window_s = window_s
+        self._failures: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def _recent(self, name: str, now: float) -> deque[float]:
+        times = self._failures.setdefault(name, deque())
+        while times and now - times[0] > self.window_s:
+            times.popleft()
+        return times
+
+    def blocked(self, name: str) -> bool:
+        """Whether ``name`` has used up its failures in the window."""
+        with self._lock:
+            return len(self._recent(name, time.monotonic())) >= self.limit
+
+    def failed(self, name: str) -> None:
+        """Count one failed sign-in of ``name``."""
+        with self._lock:
+            self._recent(name, time.monotonic()).append(time.monotonic())
+
+    def succeeded(self, name: str) -> None:
+        """Forget ``name``'s failures."""
+        with self._lock:
+            self._failures.pop(name, None)
+
+
+THROTTLE = LoginThrottle()
 
 
 def safe_next(target: str | None) -> str:
@@ -93,9 +136,20 @@ def login(
 ) -> Response:
     """Check the password and start a browser session; the same message for any failure."""
     _check_login_csrf(request, csrf_token)
+    if THROTTLE.blocked(name):
+        token = _login_csrf(request)
+        context = {
+            "next": safe_next(next),
+            "login_csrf": token,
+            "error": "Too many failed sign-ins for this name; try again in a few minutes.",
+            "name": name,
+        }
+        page = render(request, "login.html", context, status_code=429)
+        return _with_login_csrf(request, page, token)
     with transaction(store.factory) as session:
         user = users.authenticate(session, name, password)
     if user is None:
+        THROTTLE.failed(name)
         token = _login_csrf(request)
         context = {
             "next": safe_next(next),
@@ -105,6 +159,7 @@ def login(
         }
         page = render(request, "login.html", context, status_code=401)
         return _with_login_csrf(request, page, token)
+    THROTTLE.succeeded(name)
     return _start_session(request, store, user, next)
 
 
