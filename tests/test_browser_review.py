@@ -36,6 +36,7 @@ __all__ = ["browser"]  # the shared Chromium fixture, imported so pytest finds i
 
 REWARD = "reward_model/Skywork_Skywork-Reward-Gemma-2-27B"
 BENCH = "judgebench"
+SHOTS = Path("/tmp")
 HOSTILE = (
     '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
     '<a href="javascript:window.__pwned = 3" id="evil-link">click</a>'
@@ -153,6 +154,7 @@ def test_review_walkthrough(browser: Any, served: tuple[str, Settings], tmp_path
     assert "Original" not in text and REWARD not in text and "resolved" not in text
     ann.locator("body").press("?")
     expect(ann.locator("#help")).to_be_visible()
+    ann.screenshot(path=str(SHOTS / "appellate-review-item.png"), full_page=False)
 
     # A second annotator agrees with the first vote (k = 2: it resolves).
     bob_ctx, bob, bob_problems = _password_sign_in(browser, url, "bob")
@@ -173,6 +175,7 @@ def test_review_walkthrough(browser: Any, served: tuple[str, Settings], tmp_path
     expect(rita.locator("#adjudicate-form")).to_be_visible()
     rita.goto(f"{url}/queues/{queue_id}")
     expect(rita.locator("#complete")).to_have_text("2")
+    rita.screenshot(path=str(SHOTS / "appellate-review-queue.png"), full_page=True)
 
     # The defect report lists both changes with their reasons and tag counts.
     rita.goto(f"{url}/benchmarks/{BENCH}/report?k=2")
@@ -181,6 +184,7 @@ def test_review_walkthrough(browser: Any, served: tuple[str, Settings], tmp_path
         assert ext in report
     assert "the reference key is wrong <b>really</b>" in report
     assert "wrong reference" in report
+    rita.screenshot(path=str(SHOTS / "appellate-defect-report.png"), full_page=True)
 
     # The corrected benchmark downloads from the page and parses.
     export = rita.locator(f"form[action='/benchmarks/{BENCH}/export']")
