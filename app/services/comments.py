@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput, NotFound
@@ -32,3 +33,9 @@ def add_comment(session: Session, instance_id: int, author: str, body: str) -> C
     session.add(comment)
     session.flush()
     return comment
+
+
+def thread(session: Session, instance_id: int) -> list[Comment]:
+    """An instance's notes, oldest first."""
+    q = select(Comment).where(Comment.instance_id == instance_id).order_by(Comment.id)
+    return list(session.scalars(q))

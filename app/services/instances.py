@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from app.errors import NotFound
 from app.services.cache import VersionedCache
+from app.services.comments import thread
 from app.services.facets import FLIP_PREFIX, benchmark_facets, get_benchmark
 from app.services.instance_filter import (
     InstanceFilter,
@@ -21,7 +22,7 @@ from app.services.instance_filter import (
 )
 from app.services.payload_fields import SLICE_FIELDS, TEXT_FIELDS
 from app.services.resolution import fold, latest_events
-from app.tables import Comment, Detector, Instance, Judgment, LabelEvent, Order, Score
+from app.tables import Detector, Instance, Judgment, LabelEvent, Order, Score
 
 _ORDER_RANK = {Order.AB.value: 0, Order.BA.value: 1, Order.AB_REPEAT.value: 2}
 
@@ -128,18 +129,25 @@ class InstanceDetail(BaseModel):
 
     def text_fields(self) -> list[tuple[str, str]]:
         """``(field, text)`` of the kind's long text fields present in the payload, in order."""
-        return [
-            (f, _as_text(self.payload[f]))
-            for f in TEXT_FIELDS.get(self.kind, ())
-            if self.payload.get(f) is not None
-        ]
+        return text_fields(self.kind, self.payload)
 
     def other_fields(self) -> list[tuple[str, str]]:
         """``(field, text)`` of the remaining payload fields, slice fields first."""
-        long = set(TEXT_FIELDS.get(self.kind, ()))
-        rest = [f for f in self.payload if f not in long]
-        rest.sort(key=lambda f: (f not in SLICE_FIELDS, f))
-        return [(f, _as_text(self.payload[f])) for f in rest]
+        return other_fields(self.kind, self.payload)
+
+
+def text_fields(kind: str, payload: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(field, text)`` of a ``kind`` payload's long text fields present, in reading order."""
+    return [
+        (f, _as_text(payload[f])) for f in TEXT_FIELDS.get(kind, ()) if payload.get(f) is not None
+    ]
+
+
+def other_fields(kind: str, payload: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(field, text)`` of a payload's fields other than the long texts, slice fields first."""
+    long = set(TEXT_FIELDS.get(kind, ()))
+    rest = sorted((f for f in payload if f not in long), key=lambda f: (f not in SLICE_FIELDS, f))
+    return [(f, _as_text(payload[f])) for f in rest]
 
 
 def _as_text(value: Any) -> str:
@@ -243,12 +251,8 @@ def instance_detail(
         for name, events in sorted(histories.items())
     ]
     comments = [
-        CommentView(author=author, body=body, created_at=created)
-        for author, body, created in conn.execute(
-            select(Comment.author, Comment.body, Comment.created_at)
-            .where(Comment.instance_id == inst.id)
-            .order_by(Comment.id)
-        )
+        CommentView(author=c.author, body=c.body, created_at=c.created_at)
+        for c in thread(session, inst.id)
     ]
     current = {s.name: s.current for s in labels}
 

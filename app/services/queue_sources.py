@@ -25,6 +25,20 @@ _DISAGREEMENT_SCALARS = ("label", "mode", "min_confidence", "k", "judge", "limit
 DEFAULT_LIMIT = 200
 
 
+def check_source(source: str) -> str:
+    """``source`` if it names a known kind of queue source, else InvalidInput."""
+    if source not in SOURCES:
+        raise InvalidInput(f"source must be one of {', '.join(SOURCES)}", field="source")
+    return source
+
+
+def member_ids(session: Session, bench: Benchmark, source: str, query: str) -> list[int]:
+    """The instance ids a queue built from ``source`` and ``query`` holds, in queue order."""
+    if check_source(source) == "filter":
+        return filtered_ids(session, bench, query)
+    return disagreement_ids(session, bench, query)[0]
+
+
 def filtered_ids(session: Session, bench: Benchmark, query: str) -> list[int]:
     """Instance ids the benchmark table lists for ``query``, in external-id order."""
     # Imported here: the parser lives with the export CLI, which imports the web filters.

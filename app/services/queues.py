@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from app.errors import Conflict, InvalidInput, NotFound
+from app.services.benchmarks import bump_data_version
 from app.services.labels import is_original
 from app.services.resolution import ADJUDICATION, VOTE, Resolution, fold, latest_events
 from app.services.users import Principal
@@ -341,6 +342,13 @@ def label_version(session: Session, instance_id: int, label_name: str) -> int:
     return int(session.scalar(q) or 0)
 
 
+def _bump(session: Session, inst: Instance) -> None:
+    # Cached metrics and facets are keyed on data_version: a review event invalidates them.
+    bench = session.get(Benchmark, inst.benchmark_id)
+    assert bench is not None
+    bump_data_version(session, bench)
+
+
 def _lock_instance(session: Session, instance_id: int) -> Instance:
     # PostgreSQL: a row lock serialises check-then-append per instance. SQLite has no row
     # locks; callers use a BEGIN IMMEDIATE session (Store.write_factory), which serialises
@@ -431,18 +439,9 @@ def record(
         tags=[t for t in DEFECT_TAGS if t in set(tags)],
     )
     session.add(event)
-    _bump(session, inst.benchmark_id)
+    _bump(session, inst)
     session.flush()
     return event
-
-
-def _bump(session: Session, benchmark_id: int) -> None:
-    # Cached metrics and facets are keyed on data_version: a review event invalidates them.
-    session.execute(
-        update(Benchmark)
-        .where(Benchmark.id == benchmark_id)
-        .values(data_version=Benchmark.data_version + 1)
-    )
 
 
 def undo_last_vote(session: Session, queue: ReviewQueue, principal: Principal) -> int | None:
@@ -482,7 +481,7 @@ def undo_last_vote(session: Session, queue: ReviewQueue, principal: Principal) -
             tags=[],
         )
     )
-    _bump(session, inst.benchmark_id)
+    _bump(session, inst)
     session.flush()
     return int(last)
 

@@ -120,9 +120,16 @@ def _start_session(request: Request, store: StoreDep, user: User, target: str) -
 @router.get("/login", response_class=HTMLResponse)
 def login_form(request: Request, next: str = "/") -> Response:
     """The sign-in form."""
+    return _login_page(request, next)
+
+
+def _login_page(
+    request: Request, next: str, name: str = "", error: str | None = None, status: int = 200
+) -> Response:
     token = _login_csrf(request)
-    context = {"next": safe_next(next), "login_csrf": token, "error": None, "name": ""}
-    return _with_login_csrf(request, render(request, "login.html", context), token)
+    context = {"next": safe_next(next), "login_csrf": token, "error": error, "name": name}
+    page = render(request, "login.html", context, status_code=status)
+    return _with_login_csrf(request, page, token)
 
 
 @router.post("/login", response_class=HTMLResponse)
@@ -137,28 +144,13 @@ def login(
     """Check the password and start a browser session; the same message for any failure."""
     _check_login_csrf(request, csrf_token)
     if THROTTLE.blocked(name):
-        token = _login_csrf(request)
-        context = {
-            "next": safe_next(next),
-            "login_csrf": token,
-            "error": "Too many failed sign-ins for this name; try again in a few minutes.",
-            "name": name,
-        }
-        page = render(request, "login.html", context, status_code=429)
-        return _with_login_csrf(request, page, token)
+        busy = "Too many failed sign-ins for this name; try again in a few minutes."
+        return _login_page(request, next, name, busy, 429)
     with transaction(store.factory) as session:
         user = users.authenticate(session, name, password)
     if user is None:
         THROTTLE.failed(name)
-        token = _login_csrf(request)
-        context = {
-            "next": safe_next(next),
-            "login_csrf": token,
-            "error": "Wrong name or password.",
-            "name": name,
-        }
-        page = render(request, "login.html", context, status_code=401)
-        return _with_login_csrf(request, page, token)
+        return _login_page(request, next, name, "Wrong name or password.", 401)
     THROTTLE.succeeded(name)
     return _start_session(request, store, user, next)
 

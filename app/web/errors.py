@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from app.errors import Conflict, InvalidInput, NotFound
+from app.services.queues import NotAssigned
 from app.web.auth import Forbidden, NotSignedIn, sign_in_url
 from app.web.templating import render
 
@@ -104,7 +105,8 @@ def _not_signed_in(request: Request, exc: Exception) -> Response:
 
 
 def _forbidden(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, Forbidden)
+    # A missing role or CSRF token (web layer), or a queue one is not assigned to (service).
+    assert isinstance(exc, Forbidden | NotAssigned)
     if _wants_json(request):
         return JSONResponse({"detail": exc.message}, status_code=403)
     return _html_error(request, 403, "Forbidden", [exc.message])
@@ -114,6 +116,7 @@ def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers on ``app``."""
     app.add_exception_handler(NotSignedIn, _not_signed_in)
     app.add_exception_handler(Forbidden, _forbidden)
+    app.add_exception_handler(NotAssigned, _forbidden)
     app.add_exception_handler(NotFound, _not_found)
     app.add_exception_handler(InvalidInput, _invalid_input)
     app.add_exception_handler(Conflict, _conflict)

@@ -19,17 +19,17 @@ from sqlalchemy.orm import Session
 from app.db import transaction
 from app.errors import AppellateError, InvalidInput
 from app.services import queue_sources, queues
-from app.services.comments import MAX_COMMENT, add_comment
+from app.services.comments import MAX_COMMENT, add_comment, thread
 from app.services.facets import get_benchmark
+from app.services.instances import other_fields, text_fields
 from app.services.labels import label_names
 from app.services.metrics_compare import compare_metrics
-from app.services.payload_fields import TEXT_FIELDS
 from app.services.queue_agreement import queue_agreement
 from app.services.resolution import ADJUDICATION, VOTE, Resolution
 from app.services.users import Principal
 from app.store import Store
 from app.tables import Benchmark, Comment, Instance, ReviewQueue, Role
-from app.web.auth import Annotator, Forbidden, Reviewer
+from app.web.auth import Annotator, Reviewer
 from app.web.deps import StoreDep
 from app.web.templating import is_fragment_request, render
 from app.web.urls import instance_url
@@ -61,10 +61,6 @@ def _sees_labels(queue: ReviewQueue, principal: Principal) -> bool:
     return principal.can(Role.reviewer) or not queue.blind
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else str(value)
-
-
 def item_view(
     session: Session, queue: ReviewQueue, instance_id: int, principal: Principal
 ) -> ItemView:
@@ -75,15 +71,13 @@ def item_view(
     assert inst is not None
     bench = session.get(Benchmark, inst.benchmark_id)
     assert bench is not None
-    long = TEXT_FIELDS.get(bench.kind, ())
-    texts = [(f, _text(inst.payload[f])) for f in long if inst.payload.get(f) is not None]
+    texts = text_fields(bench.kind, inst.payload)
     sees = _sees_labels(queue, principal)
     # Payload metadata can hold a reference label (e.g. JudgeBench's "label"): blind views
     # show the text fields only.
-    fields = [(k, _text(v)) for k, v in inst.payload.items() if k not in long] if sees else []
+    fields = other_fields(bench.kind, inst.payload) if sees else []
     res = queues.resolutions(session, queue, [instance_id]).get(instance_id)
-    comments_q = select(Comment).where(Comment.instance_id == instance_id).order_by(Comment.id)
-    comments = list(session.scalars(comments_q))
+    comments = thread(session, instance_id)
     if not sees:
         # Another annotator's note may name a label; blind annotators read their own only.
         comments = [c for c in comments if c.author == principal.name]
@@ -105,8 +99,7 @@ def item_view(
 
 def _queue(session: Session, queue_id: int, principal: Principal) -> ReviewQueue:
     queue = queues.get_queue(session, queue_id)
-    if not queues.may_work(session, queue, principal):
-        raise Forbidden(f"{principal.name} is not assigned to queue {queue.name!r}")
+    queues.check_may_work(session, queue, principal)
     return queue
 
 
@@ -162,10 +155,7 @@ def new_queue_form(
         bench = get_benchmark(session, name)
         labels = label_names(session, bench.id)
         session.expunge(bench)
-    if source not in queue_sources.SOURCES:
-        raise InvalidInput(
-            f"source must be one of {', '.join(queue_sources.SOURCES)}", field="source"
-        )
+    queue_sources.check_source(source)
     context = {
         "bench": bench,
         "source": source,
@@ -224,14 +214,7 @@ def _create(
 ) -> int:
     with transaction(store.write_factory) as session:
         bench = get_benchmark(session, benchmark)
-        if source == "filter":
-            ids = queue_sources.filtered_ids(session, bench, query)
-        elif source == "disagreements":
-            ids, _ = queue_sources.disagreement_ids(session, bench, query)
-        else:
-            raise InvalidInput(
-                f"source must be one of {', '.join(queue_sources.SOURCES)}", field="source"
-            )
+        ids = queue_sources.member_ids(session, bench, source, query)
         queue = queues.create_queue(
             session,
             bench,
@@ -262,14 +245,13 @@ def queue_page(
         items: list[dict[str, Any]] = []
         if principal.can(Role.reviewer):
             states = queues.resolutions(session, queue)
+            ids = queues.item_ids(session, queue)
             ext = dict(
                 session.execute(
-                    select(Instance.id, Instance.external_id).where(
-                        Instance.id.in_(queues.item_ids(session, queue))
-                    )
+                    select(Instance.id, Instance.external_id).where(Instance.id.in_(ids))
                 ).all()
             )
-            for iid in queues.item_ids(session, queue):
+            for iid in ids:
                 items.append({"id": iid, "external_id": ext[iid], "res": states.get(iid)})
         people = queues.assignees(session, queue)
         agreement = comparison = None
@@ -419,8 +401,6 @@ def _write(
         return _render_item(
             request, store, queue_id, instance_id, principal, status_code=409, stale=stale
         )
-    except queues.NotAssigned as exc:
-        raise Forbidden(exc.message) from None
     # Annotators move on; a reviewer stays to see the decision in the item's state.
     target = (
         f"/queues/{queue_id}/next" if kind == VOTE else f"/queues/{queue_id}/items/{instance_id}"
@@ -544,8 +524,6 @@ def _api_write(
                 tags=body.tags,
             )
             return {"event_id": event.id, "version": event.id}
-    except queues.NotAssigned as exc:
-        raise Forbidden(exc.message) from None
     except queues.StaleWrite as stale:
         # The loser gets the item's current state (as much of it as they may see) to decide
         # again against the new version.
