@@ -9,8 +9,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from app.db import make_engine, session_factory, transaction
+from app.db import transaction
 from app.main import create_app
 from app.services.users import create_user, issue_token
 from app.settings import Settings
@@ -20,29 +21,29 @@ from app.tables import TokenKind, User
 PASSWORD = "correct horse battery"
 
 
+def _user(session: Session, name: str, role: str, password: str | None = None) -> User:
+    user = session.scalar(select(User).where(User.name == name))
+    return user if user is not None else create_user(session, name, role, password)
+
+
 def ensure_user(settings: Settings, name: str, role: str, password: str | None = None) -> None:
     """Create user ``name`` with ``role`` unless they exist (migrating the store first)."""
-    Store.open(settings).close()
-    engine = make_engine(settings)
+    store = Store.open(settings)
     try:
-        with transaction(session_factory(engine)) as session:
-            if session.scalar(select(User.id).where(User.name == name)) is None:
-                create_user(session, name, role, password)
+        with transaction(store.factory) as session:
+            _user(session, name, role, password)
     finally:
-        engine.dispose()
+        store.close()
 
 
 def token_for(settings: Settings, name: str, role: str, kind: TokenKind = TokenKind.api) -> str:
     """A new secret of ``kind`` for user ``name`` (created with ``role`` if missing)."""
-    ensure_user(settings, name, role)
-    engine = make_engine(settings)
+    store = Store.open(settings)
     try:
-        with transaction(session_factory(engine)) as session:
-            user = session.scalar(select(User).where(User.name == name))
-            assert user is not None
-            secret, _ = issue_token(session, user, kind)
+        with transaction(store.factory) as session:
+            secret, _ = issue_token(session, _user(session, name, role), kind)
     finally:
-        engine.dispose()
+        store.close()
     return secret
 
 

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from app.errors import Conflict, InvalidInput, NotFound
 from app.services.benchmarks import bump_data_version
-from app.services.labels import is_original
+from app.services.facets import benchmark_facets
 from app.services.resolution import ADJUDICATION, VOTE, Resolution, fold, latest_events
 from app.services.users import Principal
 from app.tables import (
@@ -102,22 +102,6 @@ def list_queues(session: Session) -> list[tuple[ReviewQueue, str, int]]:
     return [(queue, name, int(n)) for queue, name, n in session.execute(q)]
 
 
-def label_choices(session: Session, benchmark_id: int, label_name: str) -> list[str]:
-    """The distinct original values of a label set on a benchmark, sorted."""
-    q = (
-        select(LabelEvent.value)
-        .join(Instance, Instance.id == LabelEvent.instance_id)
-        .where(
-            Instance.benchmark_id == benchmark_id,
-            LabelEvent.label_name == label_name,
-            LabelEvent.value.is_not(None),
-            is_original(),
-        )
-        .distinct()
-    )
-    return sorted(v for v in session.scalars(q) if v is not None)
-
-
 def create_queue(
     session: Session,
     benchmark: Benchmark,
@@ -158,7 +142,11 @@ def create_queue(
     )
     if taken is not None:
         raise InvalidInput(f"{benchmark.name} already has a queue named {name!r}", field="name")
-    values = list(choices) if choices else label_choices(session, benchmark.id, label_name)
+    if choices:
+        values = list(choices)
+    else:
+        facet = benchmark_facets(session, benchmark).label_set(label_name)
+        values = [v.value for v in facet.values if v.value is not None] if facet else []
     if not values:
         raise InvalidInput(
             f"label set {label_name!r} has no values on {benchmark.name}", field="label"
