@@ -19,7 +19,7 @@ from app.services.cache import VersionedCache
 from app.services.flips import flip_value
 from app.services.labels import current_label_subquery
 from app.services.metrics import LabelMode, check_label_mode, data_key, label_key
-from app.services.resolution import check_k, resolved_labels
+from app.services.resolution import check_k, resolved_values
 from app.stats import _validate
 from app.stats.bootstrap import bootstrap_mean
 from app.tables import Benchmark, Choice, Detector, Instance, Judgment, Order
@@ -264,8 +264,7 @@ def judge_summaries(
             if current is not None:
                 values[instance_id] = current
         if labels == "resolved":
-            resolutions = resolved_labels(session, bench.id, reference, k=k)
-            values = {i: r.resolved for i, r in resolutions.items() if r.resolved is not None}
+            values = resolved_values(session, bench.id, reference, k=k)
         out = []
         for detector_id, by_instance in orders.items():
             seen = {o for per in by_instance.values() for o in per}

@@ -21,7 +21,7 @@ from app.services.cache import VersionedCache
 from app.services.flips import FLIP_PREFIX
 from app.services.labels import current_label_subquery
 from app.services.payload_fields import payload_text
-from app.services.resolution import check_k, resolved_labels
+from app.services.resolution import check_k, resolved_values
 from app.stats import _validate
 from app.stats.bootstrap import group_bootstrap, percentile_interval
 from app.tables import Benchmark, Detector, Instance, Judgment, Order, Score
@@ -191,7 +191,7 @@ def load_labelled(
 
     With ``labels="original"`` each item's value is the label set's current (original) value;
     with ``"resolved"`` it is the value after review (the latest adjudication, else ``k``
-    unanimous votes, else the original: :func:`~app.services.resolution.resolved_labels`).
+    unanimous votes, else the original: :func:`~app.services.resolution.resolved_values`).
     Items whose value is null (never labelled, retracted, or adjudicated to no label) are left
     out, as are items whose value is neither class of the target.
 
@@ -244,11 +244,7 @@ def load_labelled(
     else:
         # One grouped read of the review history; the value takes the label's column slot so
         # the rows look alike from here on.
-        resolved = {
-            iid: res.resolved
-            for iid, res in resolved_labels(session, bench.id, label, k=k).items()
-            if res.resolved is not None
-        }
+        resolved = resolved_values(session, bench.id, label, k=k)
         rows = [(*r[:3], resolved[r[0]], *r[3:]) for r in session.execute(q) if r[0] in resolved]
     if not rows:
         what = "no label set" if labels == "original" else "no resolved value of label set"

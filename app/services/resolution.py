@@ -214,6 +214,17 @@ def resolved_labels(
     return {iid: res for (iid, _name), (_ext, res) in fold(rows, k).items()}
 
 
+def resolved_values(
+    session: Session, benchmark_id: int, label_name: str, *, k: int = 2
+) -> dict[int, str]:
+    """``{instance id: resolved value}`` of a label set, instances resolved to no label left out.
+
+    See :func:`resolved_labels` for the rule and the errors.
+    """
+    resolutions = resolved_labels(session, benchmark_id, label_name, k=k)
+    return {iid: r.resolved for iid, r in resolutions.items() if r.resolved is not None}
+
+
 def changelog(
     session: Session,
     benchmark_id: int,
