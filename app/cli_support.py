@@ -1,9 +1,9 @@
-"""The one way a CLI command opens the store: one transaction, domain errors as one line."""
+"""Shared CLI parts: opening the store in one transaction, common options, number format."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
 import typer
 from sqlalchemy.orm import Session
@@ -14,6 +14,18 @@ from app.settings import Settings
 from app.store import Store
 
 T = TypeVar("T")
+
+LabelOption = Annotated[str, typer.Option("--label", "-l", help="Label set to compare with.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+PositiveOption = Annotated[
+    str | None,
+    typer.Option("--positive", help="Positive class (default: A for A/B sets, 1 for 1/0 sets)."),
+]
+
+
+def fmt_num(value: float | None) -> str:
+    """A number with three decimals for terminal tables, or an em dash when undefined."""
+    return "—" if value is None else f"{value:.3f}"
 
 
 def in_store(work: Callable[[Session], T]) -> T:

@@ -14,6 +14,7 @@ from app.store import Store
 from app.web import (
     account_pages,
     api,
+    disagreement_pages,
     health,
     jobs_pages,
     metrics_pages,
@@ -68,6 +69,8 @@ def create_app(settings: Settings) -> FastAPI:
         pages.router,
         metrics_pages.router,
         metrics_pages.api_router,
+        disagreement_pages.router,
+        disagreement_pages.api_router,
         jobs_pages.router,
         probes_pages.router,
         jobs_pages.api_router,

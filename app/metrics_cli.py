@@ -1,4 +1,4 @@
-"""``appellate metrics`` and ``appellate disagreements``: thin wrappers over the metric services."""
+"""``appellate metrics``, a thin wrapper over the metric services; registers ``disagreements``."""
 
 from __future__ import annotations
 
@@ -7,22 +7,11 @@ from typing import Annotated, Any
 
 import typer
 
-from app.cli_support import in_store
-from app.services.disagreements import MODES, disagreements
+from app.cli_support import JsonOption, LabelOption, PositiveOption, fmt_num, in_store
+from app.disagreements_cli import register as register_disagreements
 from app.services.metrics import INTERVAL_METRICS, LABEL_MODES, check_label_mode, metrics_report
 
-__all__ = ["disagreements_command", "metrics_command", "register"]
-
-LabelOption = Annotated[str, typer.Option("--label", "-l", help="Label set to compare with.")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-PositiveOption = Annotated[
-    str | None,
-    typer.Option("--positive", help="Positive class (default: A for A/B sets, 1 for 1/0 sets)."),
-]
-
-
-def _num(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f}"
+__all__ = ["metrics_command", "register"]
 
 
 def _ci(interval: list[float] | None) -> str:
@@ -40,19 +29,19 @@ def _print_report(report: dict[str, Any]) -> None:
         f"{report['resamples']} group-bootstrap resamples, seed {report['seed']}"
     )
     for row in report["rows"]:
-        cells = [f"{m} {_num(row[m])}{_ci(row[f'{m}_ci'])}" for m in INTERVAL_METRICS]
+        cells = [f"{m} {fmt_num(row[m])}{_ci(row[f'{m}_ci'])}" for m in INTERVAL_METRICS]
         where = "" if row["slice"] is None else f" [{row['slice']}]"
         typer.echo(
-            f"{row['detector']}{where}: n {row['n']}, prevalence {_num(row['prevalence'])}, "
+            f"{row['detector']}{where}: n {row['n']}, prevalence {fmt_num(row['prevalence'])}, "
             + ", ".join(cells)
         )
     for judge in report["judges"]:
         typer.echo(
             f"judge {judge['judge']}: pairs {judge['pairs']}, retained {judge['retained']}, "
-            f"flips {judge['flips']}, flip rate {_num(judge['flip_rate'])}"
-            f"{_ci(judge['flip_rate_ci'])}, accuracy AB {_num(judge['accuracy_ab'])}, "
-            f"both orders {_num(judge['accuracy_both_orders'])}, agreement flip "
-            f"{_num(judge['agreement_flip'])} / non-flip {_num(judge['agreement_nonflip'])}"
+            f"flips {judge['flips']}, flip rate {fmt_num(judge['flip_rate'])}"
+            f"{_ci(judge['flip_rate_ci'])}, accuracy AB {fmt_num(judge['accuracy_ab'])}, "
+            f"both orders {fmt_num(judge['accuracy_both_orders'])}, agreement flip "
+            f"{fmt_num(judge['agreement_flip'])} / non-flip {fmt_num(judge['agreement_nonflip'])}"
         )
 
 
@@ -103,64 +92,7 @@ def metrics_command(
         _print_report(report)
 
 
-def disagreements_command(
-    benchmark: Annotated[str, typer.Argument(help="Benchmark name.")],
-    detector: Annotated[
-        list[str],
-        typer.Option("--detector", "-d", help="Detector (repeat for consensus mode)."),
-    ],
-    label: LabelOption = "reference",
-    min_confidence: Annotated[
-        float | None,
-        typer.Option(
-            "--min-confidence", help="Cut on P(other class) (default 0.8; cleanlab: none)."
-        ),
-    ] = None,
-    mode: Annotated[str, typer.Option("--mode", help=" | ".join(MODES))] = "threshold",
-    judge: Annotated[
-        str | None,
-        typer.Option("--judge", help="detector-vs-judge: judge whose AB choice is compared."),
-    ] = None,
-    k: Annotated[
-        int | None, typer.Option("--k", help="Consensus: detectors that must disagree.")
-    ] = None,
-    limit: Annotated[int | None, typer.Option("--limit", help="Show at most N items.")] = None,
-    positive: PositiveOption = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Items where detectors confidently contradict the labels, a judge, or a judge's other order.
-
-    ``--mode detector-vs-judge --judge NAME`` compares the detector's P(A) with the judge's AB
-    choice.
-    """
-    if mode not in MODES:
-        raise typer.BadParameter(f"choose from {', '.join(MODES)}", param_hint="--mode")
-    found = in_store(
-        lambda s: disagreements(
-            s,
-            benchmark,
-            detector,
-            label=label,
-            mode=mode,
-            min_confidence=min_confidence,
-            k=k,
-            positive=positive,
-            limit=limit,
-            judge=judge,
-        ).as_dict()
-    )
-    if as_json:
-        typer.echo(json.dumps(found, indent=2))
-        return
-    typer.echo(f"{found['total']} item(s), {mode} mode, label {found['label']}")
-    for item in found["items"]:
-        typer.echo(
-            f"{item['external_id']}\tlabel {item['label']}\tscore {_num(item['score'])}\t"
-            f"confidence {_num(item['confidence'])}\t{item['reason']}"
-        )
-
-
 def register(cli: typer.Typer) -> None:
     """Add the ``metrics`` and ``disagreements`` commands to the ``appellate`` app."""
     cli.command("metrics")(metrics_command)
-    cli.command("disagreements")(disagreements_command)
+    register_disagreements(cli)

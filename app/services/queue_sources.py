@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs
 
-import typer
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
 from app.services.disagreements import disagreements
 from app.services.facets import benchmark_facets
+from app.services.filter_query import parse_filter_query
 from app.services.instance_filter import filter_conditions, resolve_filter
 from app.tables import Benchmark, Instance
 
@@ -41,12 +41,9 @@ def member_ids(session: Session, bench: Benchmark, source: str, query: str) -> l
 
 def filtered_ids(session: Session, bench: Benchmark, query: str) -> list[int]:
     """Instance ids the benchmark table lists for ``query``, in external-id order."""
-    # Imported here: the parser lives with the export CLI, which imports the web filters.
-    from app.ingest.export_cli import parse_filter
-
     try:
-        flt = parse_filter(query)
-    except typer.BadParameter as exc:
+        flt = parse_filter_query(query)
+    except InvalidInput as exc:
         raise InvalidInput(f"filter: {exc.message}", field="query") from None
     facets = benchmark_facets(session, bench)
     dialect = session.get_bind().dialect.name

@@ -12,13 +12,8 @@ from urllib.parse import urlencode
 from fastapi import Query
 from pydantic import BeforeValidator
 
-from app.errors import InvalidInput
-from app.services.instance_filter import (
-    FlipState,
-    InstanceFilter,
-    LabelCondition,
-    SliceCondition,
-)
+from app.services.filter_query import filter_from_params
+from app.services.instance_filter import FlipState, InstanceFilter
 from app.tables import Choice
 
 
@@ -28,15 +23,6 @@ def _blank_to_none(value: Any) -> Any:
 
 
 Blank = BeforeValidator(_blank_to_none)
-
-
-def _split(raw: str, param: str) -> tuple[str, str]:
-    # Split at the first "=": label names come from `--label NAME=COL` and cannot contain
-    # one, while values (e.g. "A=B") can.
-    name, sep, value = raw.partition("=")
-    if not sep or not name:
-        raise InvalidInput(f"expected NAME=VALUE, got {raw!r}", field=param)
-    return name, value
 
 
 async def instance_filter(
@@ -97,22 +83,10 @@ async def instance_filter(
         A ``label`` or ``slice`` entry without ``=``.
 
     """
-    labels = []
-    for raw in label or []:
-        if raw.strip() == "":
-            continue
-        name, value = _split(raw, "label")
-        labels.append(LabelCondition(name=name, value=value or None))
-    slices = []
-    for raw in slice or []:
-        if raw.strip() == "":
-            continue
-        field, value = _split(raw, "slice")
-        slices.append(SliceCondition(field=field, value=value))
-    return InstanceFilter(
+    return filter_from_params(
         q=q,
-        labels=tuple(labels),
-        slices=tuple(slices),
+        label=label,
+        slice=slice,
         judge=judge,
         ab=ab,
         ba=ba,

@@ -1,27 +1,22 @@
-"""Metric matrix and confident-disagreement pages, their CSV export and JSON twins.
+"""Metric matrix page and its JSON twin.
 
-Thin routes: the numbers come from :mod:`app.services.metrics`,
-:mod:`app.services.judge_summary` (via ``metrics_report``) and
-:mod:`app.services.disagreements`; the plots from :mod:`app.stats.calibration` drawn by
-:mod:`app.web.svg_plots`. Every choice lives in the query string.
+Thin routes: the numbers come from :mod:`app.services.metrics` and
+:mod:`app.services.judge_summary` (via ``metrics_report``); the plots from
+:mod:`app.stats.calibration` drawn by :mod:`app.web.svg_plots`. Every choice lives in the
+query string.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import math
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 import numpy as np
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from sqlalchemy.orm import Session
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse
 
 from app.db import transaction
-from app.services.disagreements import MODES, disagreements
-from app.services.facets import BenchmarkFacets, describe_benchmark
+from app.services.facets import describe_benchmark
 from app.services.instance_filter import FlipState, InstanceFilter, SliceCondition
 from app.services.metrics import (
     LABEL_MODES,
@@ -40,22 +35,18 @@ from app.stats.calibration import (
     score_histograms,
 )
 from app.web import svg_plots
+from app.web.benchmark_params import DetectorParam, LabelParam, default_label, non_blank
 from app.web.deps import ReadCache, StoreDep
 from app.web.filters import Blank
 from app.web.templating import render
-from app.web.urls import benchmark_url, path_segment
+from app.web.urls import benchmark_url
 
 router = APIRouter(include_in_schema=False)
 api_router = APIRouter(prefix="/api", tags=["metrics"])
 
 DEFAULT_RESAMPLES = 2000
-DEFAULT_LIMIT = 1000
 
-LabelParam = Annotated[str | None, Blank, Query(description="Label set; default `reference`.")]
 SliceParam = Annotated[str | None, Blank, Query(description="Payload field defining slices.")]
-DetectorParam = Annotated[
-    list[str] | None, Query(description="Detector name (repeatable); default all scored.")
-]
 ResamplesParam = Annotated[int, Query(ge=1, le=100_000, description="Group-bootstrap resamples.")]
 SeedParam = Annotated[int, Query(ge=0, description="Bootstrap seed.")]
 LabelsParam = Annotated[
@@ -65,15 +56,6 @@ LabelsParam = Annotated[
 ResolveKParam = Annotated[
     int, Query(ge=1, description="Resolved labels: agreeing voters needed to override.")
 ]
-ModeParam = Annotated[str, Query(description=f"One of {', '.join(MODES)}.")]
-ConfParam = Annotated[
-    float | None, Blank, Query(ge=0.0, le=1.0, description="Cut on P(other class).")
-]
-KParam = Annotated[int | None, Blank, Query(ge=1, description="Consensus quorum.")]
-LimitParam = Annotated[int, Query(ge=0, le=1_000_000, description="Most items listed.")]
-JudgeParam = Annotated[
-    str | None, Blank, Query(description="Judge (detector-vs-judge mode; ignored otherwise).")
-]
 
 METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
     ("auroc", "AUROC"),
@@ -81,41 +63,6 @@ METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
     ("brier", "Brier"),
     ("choice_matched_auroc", "Choice-matched AUROC"),
 )
-
-
-def _default_label(facets: BenchmarkFacets, label: str | None) -> str:
-    """``label``, else ``reference`` when the benchmark has it, else its first label set."""
-    if label:
-        return label
-    names = [ls.name for ls in facets.label_sets]
-    return "reference" if "reference" in names or not names else names[0]
-
-
-def _clean(rows: list[str] | None) -> list[str]:
-    return [r for r in (rows or []) if r.strip()]
-
-
-def metrics_url(name: str, **params: Any) -> str:
-    """Path of the metrics page with ``params`` (``None`` and empty values left out)."""
-    return _with_query(f"/benchmarks/{path_segment(name)}/metrics", params)
-
-
-def disagreements_url(name: str, csv_export: bool = False, **params: Any) -> str:
-    """Path of the disagreements page (or its CSV export) with ``params``."""
-    suffix = "disagreements.csv" if csv_export else "disagreements"
-    return _with_query(f"/benchmarks/{path_segment(name)}/{suffix}", params)
-
-
-def _with_query(path: str, params: dict[str, Any]) -> str:
-    from urllib.parse import urlencode
-
-    pairs: list[tuple[str, str]] = []
-    for key, value in params.items():
-        if value is None or value == "" or value == []:
-            continue
-        for v in value if isinstance(value, list) else [value]:
-            pairs.append((key, str(v)))
-    return path + ("?" + urlencode(pairs) if pairs else "")
 
 
 def plot_data(
@@ -246,10 +193,10 @@ def metrics_page(
     k: ResolveKParam = 2,
 ) -> HTMLResponse:
     """Metric matrix with intervals, judge summary and SVG plots for one label set."""
-    chosen = _clean(detector)
+    chosen = non_blank(detector)
     with transaction(store.factory) as session:
         facets = describe_benchmark(session, name, cache)
-        label_name = _default_label(facets, label)
+        label_name = default_label(facets, label)
         report = metrics_report(
             session,
             name,
@@ -279,150 +226,8 @@ def metrics_page(
         "columns": METRIC_COLUMNS,
         "row_links": _row_links(name, report),
         "judge_links": _judge_links(name, report["judges"]),
-        "fmt_ci": fmt_ci,
-        "disagreements_url": disagreements_url,
-        "metrics_url": metrics_url,
     }
     return render(request, "metrics.html", context, fragment="_metrics_results.html")
-
-
-def fmt_ci(ci: list[float] | None, digits: int = 3) -> str:
-    """``[low, high]`` as ``low-high`` (en dash) for the muted interval; ``""`` when absent."""
-    if not ci:
-        return ""
-    low, high = ci
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return ""
-    return f"{low:.{digits}f}\u2013{high:.{digits}f}"
-
-
-@dataclass(frozen=True)
-class DisagreementQuery:
-    """The query string of the disagreements page, its CSV export and its JSON twin.
-
-    ``detectors`` holds the non-blank ``detector`` values; ``label`` is ``None`` when not
-    given (see :func:`_default_label`).
-    """
-
-    detectors: list[str]
-    label: str | None
-    mode: str
-    min_confidence: float | None
-    k: int | None
-    limit: int
-    judge: str | None
-
-
-def disagreement_query(
-    detector: DetectorParam = None,
-    label: LabelParam = None,
-    mode: ModeParam = "threshold",
-    min_confidence: ConfParam = None,
-    k: KParam = None,
-    limit: LimitParam = DEFAULT_LIMIT,
-    judge: JudgeParam = None,
-) -> DisagreementQuery:
-    """The shared disagreements parameters, as one dependency."""
-    return DisagreementQuery(_clean(detector), label, mode, min_confidence, k, limit, judge)
-
-
-DisagreementParams = Annotated[DisagreementQuery, Depends(disagreement_query)]
-
-
-def _disagreement_list(
-    session: Session, name: str, query: DisagreementQuery, label: str
-) -> dict[str, Any]:
-    """The service's list as a dict, against label set ``label`` (the query's, defaulted).
-
-    ``judge`` is passed on in detector-vs-judge mode only, so a judge left in the URL does not
-    break the other modes.
-    """
-    result = disagreements(
-        session,
-        name,
-        query.detectors,
-        label=label,
-        mode=query.mode,
-        min_confidence=query.min_confidence,
-        k=query.k,
-        limit=query.limit,
-        judge=query.judge if query.mode == "detector-vs-judge" else None,
-    )
-    return result.as_dict()
-
-
-@router.get("/benchmarks/{name}/disagreements", response_class=HTMLResponse)
-def disagreements_page(
-    request: Request, name: str, store: StoreDep, cache: ReadCache, query: DisagreementParams
-) -> HTMLResponse:
-    """Ranked confident disagreements with links to the items, and a CSV link."""
-    chosen = query.detectors
-    with transaction(store.factory) as session:
-        facets = describe_benchmark(session, name, cache)
-        label_name = _default_label(facets, query.label)
-        ready = chosen and (query.mode != "detector-vs-judge" or query.judge)
-        result = _disagreement_list(session, name, query, label_name) if ready else None
-    params = {
-        "detector": chosen,
-        "label": label_name,
-        "mode": query.mode,
-        "min_confidence": query.min_confidence,
-        "k": query.k,
-        "limit": query.limit if query.limit != DEFAULT_LIMIT else None,
-        "judge": query.judge,
-    }
-    context = {
-        "name": name,
-        "facets": facets,
-        "result": result,
-        "label": label_name,
-        "chosen": chosen,
-        "mode": query.mode,
-        "modes": MODES,
-        "min_confidence": query.min_confidence,
-        "k": query.k,
-        "limit": query.limit,
-        "judge": query.judge,
-        "csv_url": disagreements_url(name, csv_export=True, **params),
-        "metrics_url": metrics_url,
-    }
-    return render(request, "disagreements.html", context, fragment="_disagreements_results.html")
-
-
-CSV_COLUMNS = ("rank", "external_id", "label", "score", "confidence", "reason")
-
-
-@router.get("/benchmarks/{name}/disagreements.csv")
-def disagreements_csv(
-    name: str, store: StoreDep, cache: ReadCache, query: DisagreementParams
-) -> Response:
-    """The same ranked list as the page, as CSV (one row per item, full-precision numbers)."""
-    with transaction(store.factory) as session:
-        facets = describe_benchmark(session, name, cache)
-        result = _disagreement_list(session, name, query, _default_label(facets, query.label))
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for rank, item in enumerate(result["items"], start=1):
-        writer.writerow(
-            [
-                rank,
-                item["external_id"],
-                "" if item["label"] is None else item["label"],
-                "" if item["score"] is None else repr(item["score"]),
-                "" if item["confidence"] is None else repr(item["confidence"]),
-                item["reason"],
-            ]
-        )
-    # The filename is ASCII-safe: benchmark names may hold anything.
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "benchmark"
-    return Response(
-        buf.getvalue(),
-        media_type="text/csv; charset=utf-8",
-        headers={
-            "Content-Disposition": f'attachment; filename="{safe}-disagreements-{query.mode}.csv"'
-        },
-    )
 
 
 @api_router.get("/benchmarks/{name}/metrics")
@@ -444,21 +249,11 @@ def api_metrics(
         return metrics_report(
             session,
             name,
-            _default_label(facets, label),
-            _clean(detector) or None,
+            default_label(facets, label),
+            non_blank(detector) or None,
             slice_field=slice,
             resamples=resamples,
             seed=seed,
             labels=labels,
             k=k,
         )
-
-
-@api_router.get("/benchmarks/{name}/disagreements")
-def api_disagreements(
-    name: str, store: StoreDep, cache: ReadCache, query: DisagreementParams
-) -> dict[str, Any]:
-    """The ranked list (the dict of ``appellate disagreements --json``)."""
-    with transaction(store.factory) as session:
-        facets = describe_benchmark(session, name, cache)
-        return _disagreement_list(session, name, query, _default_label(facets, query.label))

@@ -21,7 +21,6 @@ from app.services.probe_store import list_probes
 from app.tables import Benchmark, Detector
 from app.web.deps import StoreDep
 from app.web.jobs_pages import redirect_after_post
-from app.web.metrics_pages import metrics_url
 from app.web.svg_plots import layer_plot
 from app.web.templating import render
 
@@ -84,7 +83,6 @@ def probes_page(request: Request, store: StoreDep) -> HTMLResponse:
         "models": models,
         "variants": LIE_VARIANTS,
         "frozen": [c["name"] for c in cards if c["frozen"]],
-        "metrics_url": metrics_url,
         "builders": list(BUILDERS),
     }
     return render(request, "probes.html", context)

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-import typer
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.background import BackgroundTask
 from starlette.responses import FileResponse, HTMLResponse
@@ -28,15 +27,14 @@ from app.ingest.export import (
     changelog_path,
     export_benchmark,
 )
-from app.ingest.export_cli import parse_filter
 from app.services.benchmarks import get_benchmark
 from app.services.defect_report import defect_report
+from app.services.filter_query import parse_filter_query
 from app.services.labels import label_names
 from app.store import Store
 from app.web.auth import Reviewer
 from app.web.deps import StoreDep
 from app.web.filters import Blank
-from app.web.metrics_pages import fmt_ci
 from app.web.templating import render
 from app.web.urls import path_segment
 
@@ -101,7 +99,6 @@ def report_page(
         "label_choices": LABEL_CHOICES,
         "report_url": report_url,
         "export_url": export_url,
-        "fmt_ci": fmt_ci,
     }
     return render(request, "report.html", context)
 
@@ -150,8 +147,8 @@ def _download(store: Store, name: str, params: ExportQuery, *, changelog: bool) 
     flt = None
     if query.strip():
         try:
-            flt = parse_filter(query)
-        except typer.BadParameter as exc:
+            flt = parse_filter_query(query)
+        except InvalidInput as exc:
             raise InvalidInput(exc.message, field="filter") from None
     tmp = Path(tempfile.mkdtemp(prefix="appellate-export-"))
     try:

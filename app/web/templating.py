@@ -43,6 +43,16 @@ def fmt_number(value: float | int | None, digits: int = 3) -> str:
     return f"{value:,.{digits}f}"
 
 
+def fmt_ci(ci: list[float] | None, digits: int = 3) -> str:
+    """``[low, high]`` as ``low-high`` (en dash) for the muted interval; ``""`` when absent."""
+    if not ci:
+        return ""
+    low, high = ci
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return ""
+    return f"{low:.{digits}f}\u2013{high:.{digits}f}"
+
+
 @pass_context
 def csrf_field(context: Any) -> Markup:
     """The hidden CSRF input every POST form carries (the session's token, escaped)."""
@@ -67,6 +77,9 @@ def make_templates(directory: Path = TEMPLATES_DIR) -> Jinja2Templates:
         benchmark_url=urls.benchmark_url,
         instance_url=urls.instance_url,
         api_instances_url=urls.api_instances_url,
+        metrics_url=urls.metrics_url,
+        disagreements_url=urls.disagreements_url,
+        fmt_ci=fmt_ci,
         query_string=query_string,
         csrf_field=csrf_field,
     )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from urllib.parse import quote
+from typing import Any
+from urllib.parse import quote, urlencode
 
 from app.services.instance_filter import InstanceFilter
 from app.web.filters import query_string
@@ -35,3 +36,25 @@ def instance_url(
 def api_instances_url(name: str, flt: InstanceFilter | None = None) -> str:
     """Path of the JSON view of the same table."""
     return f"/api/benchmarks/{path_segment(name)}/instances" + query_string(flt or InstanceFilter())
+
+
+def with_query(path: str, params: dict[str, Any]) -> str:
+    """``path`` with ``params`` as its query (``None``, empty values and empty lists left out)."""
+    pairs: list[tuple[str, str]] = []
+    for key, value in params.items():
+        if value is None or value == "" or value == []:
+            continue
+        for v in value if isinstance(value, list) else [value]:
+            pairs.append((key, str(v)))
+    return path + ("?" + urlencode(pairs) if pairs else "")
+
+
+def metrics_url(name: str, **params: Any) -> str:
+    """Path of the metrics page with ``params``."""
+    return with_query(f"/benchmarks/{path_segment(name)}/metrics", params)
+
+
+def disagreements_url(name: str, csv_export: bool = False, **params: Any) -> str:
+    """Path of the disagreements page (or its CSV export) with ``params``."""
+    suffix = "disagreements.csv" if csv_export else "disagreements"
+    return with_query(f"/benchmarks/{path_segment(name)}/{suffix}", params)
