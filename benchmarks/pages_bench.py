@@ -32,9 +32,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from app.services.benchmarks import get_benchmark  # noqa: E402
 from app.services.browse import benchmark_view  # noqa: E402
 from app.services.cache import VersionedCache  # noqa: E402
-from app.services.facets import benchmark_facets, get_benchmark, version_key  # noqa: E402
+from app.services.facets import benchmark_facets, version_key  # noqa: E402
 from app.services.instance_filter import (  # noqa: E402
     FlipState,
     InstanceFilter,

@@ -22,7 +22,8 @@ from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
 from app.ingest.readers import table_format
-from app.services.facets import benchmark_facets, get_benchmark
+from app.services.benchmarks import get_benchmark
+from app.services.facets import benchmark_facets
 from app.services.instance_filter import InstanceFilter, filter_conditions, resolve_filter
 from app.services.labels import label_names as benchmark_label_names
 from app.services.payload_fields import SLICE_FIELDS, TEXT_FIELDS

@@ -8,7 +8,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.errors import Conflict, InvalidInput, NotFound
+from app.errors import Conflict, InvalidInput
+from app.services.lookup import get_one
 from app.tables import ActivationSet
 
 # The fields that define what an activation set's numbers mean: re-opening a set with other
@@ -100,10 +101,7 @@ def get_activation_set(session: Session, name: str) -> ActivationSet:
         If there is none.
 
     """
-    activation_set = session.scalar(select(ActivationSet).where(ActivationSet.name == name))
-    if activation_set is None:
-        raise NotFound(f"no activation set named {name!r}")
-    return activation_set
+    return get_one(session, ActivationSet, f"no activation set named {name!r}", name=name)
 
 
 def list_activation_sets(session: Session, benchmark_id: int | None = None) -> list[ActivationSet]:

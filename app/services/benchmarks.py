@@ -5,7 +5,8 @@ from __future__ import annotations
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from app.errors import Conflict, NotFound
+from app.errors import Conflict
+from app.services.lookup import get_one
 from app.tables import Benchmark, BenchmarkKind
 
 
@@ -18,10 +19,7 @@ def get_benchmark(session: Session, name: str) -> Benchmark:
         If no benchmark has that name.
 
     """
-    benchmark = session.scalar(select(Benchmark).where(Benchmark.name == name))
-    if benchmark is None:
-        raise NotFound(f"no benchmark named {name!r}")
-    return benchmark
+    return get_one(session, Benchmark, f"no benchmark named {name!r}", name=name)
 
 
 def ensure_benchmark(

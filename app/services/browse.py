@@ -18,8 +18,9 @@ from sqlalchemy import ColumnElement, Connection, Select, bindparam, func, selec
 from sqlalchemy.orm import Session
 from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
 
+from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
-from app.services.facets import BenchmarkFacets, benchmark_facets, get_benchmark, version_key
+from app.services.facets import BenchmarkFacets, benchmark_facets, version_key
 from app.services.instance_filter import (
     InstanceFilter,
     filter_conditions,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.errors import InvalidInput, NotFound
+from app.errors import InvalidInput
+from app.services.lookup import get_one
 from app.tables import Comment, Instance
 
 MAX_COMMENT = 4000
@@ -27,8 +28,7 @@ def add_comment(session: Session, instance_id: int, author: str, body: str) -> C
         raise InvalidInput("the note is empty", field="body")
     if len(text) > MAX_COMMENT:
         raise InvalidInput(f"the note is longer than {MAX_COMMENT} characters", field="body")
-    if session.get(Instance, instance_id) is None:
-        raise NotFound(f"no instance {instance_id}")
+    get_one(session, Instance, f"no instance {instance_id}", id=instance_id)
     comment = Comment(instance_id=instance_id, author=author, body=text)
     session.add(comment)
     session.flush()

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.errors import NotFound
+from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
 from app.services.labels import is_latest_original
 from app.services.payload_fields import SLICE_FIELDS, payload_text
@@ -121,14 +121,6 @@ class BenchmarkFacets(_Frozen):
         """Label sets other than the flip labels of this benchmark's judges."""
         flips = {j.flip_label for j in self.judges}
         return [s for s in self.label_sets if s.name not in flips]
-
-
-def get_benchmark(session: Session, name: str) -> Benchmark:
-    """The benchmark called ``name``; raises ``NotFound`` otherwise."""
-    bench = session.scalar(select(Benchmark).where(Benchmark.name == name))
-    if bench is None:
-        raise NotFound(f"no benchmark named {name!r}")
-    return bench
 
 
 def version_key(bench: Benchmark) -> tuple[int, int, str]:

@@ -11,9 +11,10 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from app.errors import NotFound
+from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
 from app.services.comments import thread
-from app.services.facets import FLIP_PREFIX, benchmark_facets, get_benchmark
+from app.services.facets import FLIP_PREFIX, benchmark_facets
 from app.services.instance_filter import (
     InstanceFilter,
     filter_conditions,

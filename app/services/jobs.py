@@ -16,7 +16,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from app.errors import Conflict, InvalidInput, NotFound
+from app.errors import Conflict, InvalidInput
+from app.services.lookup import get_one
 from app.tables import Job, JobStatus, utcnow
 
 ACTIVE = (JobStatus.queued.value, JobStatus.running.value)
@@ -60,10 +61,7 @@ def get_job(session: Session, job_id: int) -> Job:
         If there is none.
 
     """
-    job = session.get(Job, job_id)
-    if job is None:
-        raise NotFound(f"no job {job_id}")
-    return job
+    return get_one(session, Job, f"no job {job_id}", id=job_id)
 
 
 def list_jobs(

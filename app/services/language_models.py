@@ -7,7 +7,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.errors import Conflict, NotFound
+from app.errors import Conflict
+from app.services.lookup import get_one
 from app.tables import LanguageModel
 
 
@@ -80,10 +81,7 @@ def get_language_model(session: Session, name: str) -> LanguageModel:
         If no model has that name.
 
     """
-    model = session.scalar(select(LanguageModel).where(LanguageModel.name == name))
-    if model is None:
-        raise NotFound(f"no language model named {name!r}")
-    return model
+    return get_one(session, LanguageModel, f"no language model named {name!r}", name=name)
 
 
 def list_language_models(session: Session) -> list[LanguageModel]:

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from app.errors import NotFound
 from app.services.detectors import ensure_detector
+from app.services.lookup import get_one
 from app.tables import Detector
 
 PROBES_DIR = "probes"
@@ -72,9 +73,7 @@ def load_probe(session: Session, data_dir: Path, name: str) -> tuple[Detector, d
         If there is no probe of that name, or it has no artifact (a cross-validated probe).
 
     """
-    detector = session.scalar(select(Detector).where(Detector.name == name))
-    if detector is None or detector.kind != "probe":
-        raise NotFound(f"no probe named {name!r}")
+    detector = get_one(session, Detector, f"no probe named {name!r}", name=name, kind="probe")
     rel = (detector.details or {}).get("artifact")
     if not rel:
         raise NotFound(f"probe {name!r} has no frozen artifact (it holds cross-validated scores)")

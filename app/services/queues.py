@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from app.errors import Conflict, InvalidInput, NotFound
 from app.services.benchmarks import bump_data_version
 from app.services.facets import benchmark_facets
+from app.services.lookup import get_one
 from app.services.resolution import ADJUDICATION, VOTE, Resolution, fold, latest_events
 from app.services.users import Principal
 from app.tables import (
@@ -82,10 +83,7 @@ class Progress:
 
 def get_queue(session: Session, queue_id: int) -> ReviewQueue:
     """The queue with id ``queue_id``, else NotFound."""
-    queue = session.get(ReviewQueue, queue_id)
-    if queue is None:
-        raise NotFound(f"no review queue {queue_id}")
-    return queue
+    return get_one(session, ReviewQueue, f"no review queue {queue_id}", id=queue_id)
 
 
 def list_queues(session: Session) -> list[tuple[ReviewQueue, str, int]]:

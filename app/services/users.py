@@ -17,7 +17,8 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from app.errors import Conflict, InvalidInput, NotFound
+from app.errors import Conflict, InvalidInput
+from app.services.lookup import get_one
 from app.tables import AuthToken, Role, TokenKind, User, as_utc, utcnow
 
 SESSION_TTL = timedelta(days=14)
@@ -99,10 +100,7 @@ def create_user(session: Session, name: str, role: str, password: str | None = N
 
 def get_user(session: Session, name: str) -> User:
     """The user called ``name``, else NotFound."""
-    user = session.scalar(select(User).where(User.name == name))
-    if user is None:
-        raise NotFound(f"no user {name!r}")
-    return user
+    return get_one(session, User, f"no user {name!r}", name=name)
 
 
 def list_users(session: Session) -> list[User]:

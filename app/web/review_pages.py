@@ -19,8 +19,8 @@ from sqlalchemy.orm import Session
 from app.db import transaction
 from app.errors import AppellateError, InvalidInput
 from app.services import queue_sources, queues
+from app.services.benchmarks import get_benchmark
 from app.services.comments import MAX_COMMENT, add_comment, thread
-from app.services.facets import get_benchmark
 from app.services.instances import other_fields, text_fields
 from app.services.labels import label_names
 from app.services.metrics_compare import compare_metrics

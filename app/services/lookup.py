@@ -1,0 +1,52 @@
+"""The one shape of "fetch this row by its name or id, or say it does not exist".
+
+Every ``get_benchmark``/``get_job``/``get_user``-style function is a one-line call of
+:func:`get_one` with its own message.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.errors import NotFound
+from app.tables import Base
+
+RowT = TypeVar("RowT", bound=Base)
+
+
+def get_one(session: Session, table: type[RowT], missing: str, /, **where: Any) -> RowT:
+    """The row of ``table`` whose columns equal ``where``, else ``NotFound(missing)``.
+
+    Parameters
+    ----------
+    session : Session
+        The caller's session.
+    table : type
+        An ORM table class (``Benchmark``, ``Job``, ...).
+    missing : str
+        The NotFound message (it names what was looked for, e.g. ``no job 7``).
+    **where
+        Column values to match: a unique key (``name=...``), a primary key alone (``id=...``,
+        served from the session's identity map when the row is loaded already), or a key plus
+        a condition the row must meet (``name=..., kind="probe"``).
+
+    Returns
+    -------
+    The matching row (the first, if ``where`` is not a unique key).
+
+    Raises
+    ------
+    NotFound
+        If no row matches.
+
+    """
+    if where.keys() == {"id"}:
+        row = session.get(table, where["id"])
+    else:
+        row = session.scalar(select(table).filter_by(**where))
+    if row is None:
+        raise NotFound(missing)
+    return row
