@@ -62,6 +62,10 @@ class BenchmarkKind(enum.StrEnum):
     pairwise = "pairwise"
     response = "response"
     statement = "statement"
+    # A question with K options; the label is an option letter.
+    choice = "choice"
+    # A question with a reference answer string; a grader decides whether an answer matches it.
+    answer = "answer"
 
 
 class Order(enum.StrEnum):
@@ -130,6 +134,8 @@ class Benchmark(Base):
     licence: Mapped[str] = mapped_column(Text, default="")
     # Bumped on every change to labels, judgments or scores: the cache key of derived numbers.
     data_version: Mapped[int] = mapped_column(Integer, default=0)
+    # Settings of the benchmark's kind, e.g. {"grader": "numeric"} for answer benchmarks.
+    details: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     instances: Mapped[list[Instance]] = relationship(back_populates="benchmark", lazy="raise")
@@ -230,6 +236,25 @@ class Score(Base):
     detector_id: Mapped[int] = mapped_column(ForeignKey("detectors.id", ondelete="CASCADE"))
     instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id", ondelete="CASCADE"))
     score: Mapped[float] = mapped_column(Float)
+    details: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Prediction(Base):
+    """A detector's categorical answer for one instance (unique per detector and instance).
+
+    ``answer`` is an option letter on ``choice`` benchmarks and free text on ``answer``
+    benchmarks; ``probabilities`` optionally gives ``{option letter: probability}``.
+    """
+
+    __tablename__ = "predictions"
+    __table_args__ = (UniqueConstraint("detector_id", "instance_id"), Index(None, "instance_id"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    detector_id: Mapped[int] = mapped_column(ForeignKey("detectors.id", ondelete="CASCADE"))
+    instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id", ondelete="CASCADE"))
+    answer: Mapped[str] = mapped_column(Text)
+    probabilities: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
     details: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.cli_support import in_store
 from app.ingest.judgebench import import_judgebench
+from app.ingest.mmlu_redux import import_mmlu_redux
 from app.ingest.mtbench import import_mtbench
 from app.ingest.records import ImportSummary
 from app.ingest.statements import import_statements
@@ -98,10 +99,23 @@ def statements_command(
     _run(lambda s: [import_statements(s, f, benchmark=benchmark) for f in files])
 
 
+@import_app.command("mmlu-redux")
+def mmlu_redux_command(
+    paths: Annotated[list[Path], typer.Argument(help="Subject CSV files or folders of them.")],
+    benchmark: Annotated[
+        str, typer.Option("--benchmark", "-b", help="Target benchmark name.")
+    ] = "mmlu-redux",
+) -> None:
+    """MMLU-Redux subjects: questions, labels, expert errata and every model's answers."""
+    _run(lambda s: [import_mmlu_redux(s, paths, benchmark)])
+
+
 @import_app.command("table")
 def table_command(
     file: Annotated[Path, typer.Argument(help="A .csv, .jsonl or .parquet table.")],
-    kind: Annotated[str, typer.Option("--kind", help="pairwise | response | statement")],
+    kind: Annotated[
+        str, typer.Option("--kind", help="pairwise | response | statement | choice | answer")
+    ],
     maps: Annotated[
         list[str] | None, typer.Option("--map", help="FIELD=COLUMN payload mapping (repeatable).")
     ] = None,
@@ -116,11 +130,39 @@ def table_command(
         str | None, typer.Option("--id", help="External id column (default: row number).")
     ] = None,
     benchmark: BenchmarkOption = None,
+    options: Annotated[
+        str | None,
+        typer.Option("--options", help="choice: column holding each item's list of options."),
+    ] = None,
+    option: Annotated[
+        list[str] | None,
+        typer.Option("--option", help="choice: LETTER=COLUMN, one per option (repeatable)."),
+    ] = None,
+    reference: Annotated[
+        str | None,
+        typer.Option("--reference", help="Column of the reference (label set 'reference')."),
+    ] = None,
+    answers: Annotated[
+        list[str] | None,
+        typer.Option("--answers", help="MODEL=COLUMN of a model's answers (repeatable)."),
+    ] = None,
+    grader: Annotated[
+        str | None,
+        typer.Option(
+            "--grader", help="answer: exact | normalized | numeric[:TOL] | regex:PATTERN."
+        ),
+    ] = None,
 ) -> None:
     """Any CSV, JSONL or Parquet table through a column mapping."""
     mapping = _pairs(maps, "--map")
     label_map = _pairs(labels, "--label")
     score_map = _pairs(scores, "--score")
+    if reference is not None:
+        if "reference" in label_map:
+            raise typer.BadParameter("give the reference once", param_hint="--reference")
+        label_map["reference"] = reference
+    if kind == "answer" and grader is None:
+        grader = "normalized"
     _run(
         lambda s: [
             import_table(
@@ -133,6 +175,10 @@ def table_command(
                 scores=score_map,
                 id_column=id_column,
                 benchmark=benchmark,
+                options=options,
+                option_columns=_pairs(option, "--option"),
+                answers=_pairs(answers, "--answers"),
+                grader=grader,
             )
         ]
     )

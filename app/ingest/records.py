@@ -31,6 +31,17 @@ class ScoreIn:
 
 
 @dataclass(slots=True)
+class PredictionIn:
+    """One imported categorical answer of a detector (an option letter or an answer text)."""
+
+    detector_id: int
+    answer: str
+    probabilities: dict[str, float] | None
+    details: dict[str, Any]
+    field: str = "answer"
+
+
+@dataclass(slots=True)
 class Record:
     """One instance as an importer read it, with its labels, scores and judgments."""
 
@@ -41,6 +52,7 @@ class Record:
     labels: dict[str, str] = field(default_factory=dict)
     scores: list[ScoreIn] = field(default_factory=list)
     judgments: list[JudgmentIn] = field(default_factory=list)
+    predictions: list[PredictionIn] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -73,16 +85,18 @@ class ImportCounts:
     judgments_skipped: int = 0
     scores_added: int = 0
     scores_skipped: int = 0
+    predictions_added: int = 0
+    predictions_skipped: int = 0
 
     @property
     def added(self) -> int:
         """Rows of any kind added."""
-        return self.instances_added + self.labels_added + self.judgments_added + self.scores_added
+        return self.instances_added + self.evidence_added
 
     @property
     def evidence_added(self) -> int:
-        """Labels, judgments and scores added: what changes derived numbers."""
-        return self.labels_added + self.judgments_added + self.scores_added
+        """Labels, judgments, scores and predictions added: what changes derived numbers."""
+        return self.labels_added + self.judgments_added + self.scores_added + self.predictions_added
 
     def add(self, other: ImportCounts) -> None:
         """Accumulate ``other`` into these counts."""
@@ -106,6 +120,14 @@ class ImportSummary(ImportCounts):
     ignored: int = 0
     data_version: int = 0
 
+    def merge(self, later: ImportSummary) -> None:
+        """Fold in the summary of a later import into the same benchmark."""
+        self.add(later)
+        self.files.extend(later.files)
+        self.derived_labels += later.derived_labels
+        self.ignored += later.ignored
+        self.benchmark, self.data_version = later.benchmark, later.data_version
+
     def line(self) -> str:
         """A one-line human summary for the CLI."""
         parts = [
@@ -114,8 +136,12 @@ class ImportSummary(ImportCounts):
             f"labels +{self.labels_added} ({self.labels_skipped} present)",
             f"judgments +{self.judgments_added} ({self.judgments_skipped} present)",
             f"scores +{self.scores_added} ({self.scores_skipped} present)",
-            f"derived labels +{self.derived_labels}",
         ]
+        if self.predictions_added or self.predictions_skipped:
+            parts.append(
+                f"predictions +{self.predictions_added} ({self.predictions_skipped} present)"
+            )
+        parts.append(f"derived labels +{self.derived_labels}")
         if self.ignored:
             parts.append(f"{self.ignored} ignored")
         parts.append(f"data version {self.data_version}")

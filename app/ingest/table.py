@@ -1,9 +1,14 @@
-"""Generic table import (CSV, JSONL or Parquet) driven by a column mapping; the statements core."""
+"""Generic table import (CSV, JSONL or Parquet) driven by a column mapping.
+
+The core of the statement and MMLU-Redux importers too: a :class:`TableSpec` says which columns
+become the payload, the group, labels, scores and (on choice and answer benchmarks) the options
+and each model's answers.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -11,13 +16,23 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
+from app.ingest.choices import option_letter, option_letters, parse_options
 from app.ingest.finalize import finalize_import
 from app.ingest.readers import Row, Table, open_table
-from app.ingest.records import ImportSummary, Record, ScoreIn, SourceFields
-from app.ingest.values import check_label_name, identifier, json_value, label_value, score_value
+from app.ingest.records import ImportSummary, PredictionIn, Record, ScoreIn, SourceFields
+from app.ingest.values import (
+    MAX_LABEL_LENGTH,
+    answer_text,
+    check_label_name,
+    identifier,
+    json_value,
+    label_value,
+    score_value,
+)
 from app.ingest.writer import DEFAULT_CHUNK_ROWS, record_import, write_records
 from app.services.benchmarks import ensure_benchmark
 from app.services.detectors import ensure_detector
+from app.services.graders import parse_grader, set_grader
 from app.tables import BenchmarkKind
 
 # Payload fields every instance of a kind must have (what the pages and judges read).
@@ -25,7 +40,14 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     BenchmarkKind.pairwise: ("prompt", "response_a", "response_b"),
     BenchmarkKind.response: ("response",),
     BenchmarkKind.statement: ("statement",),
+    BenchmarkKind.choice: ("question",),
+    BenchmarkKind.answer: ("question",),
 }
+REFERENCE = "reference"
+# Kinds whose items carry an option list; their references and answers are option letters.
+CHOICE_KINDS = (BenchmarkKind.choice,)
+# Kinds whose detectors give categorical answers (predictions) rather than scores.
+ANSWER_KINDS = (BenchmarkKind.choice, BenchmarkKind.answer)
 # Without an id column, a row is named by its file and its position among the data rows.
 ROW_ID_FIELD = "row number"
 
@@ -36,8 +58,17 @@ class TableSpec:
 
     ``mapping`` maps payload fields to columns; a required payload field of the kind that is not
     mapped is taken from a column of the same name. ``group_candidates`` are tried in order when
-    ``group`` is None; without any, each row is its own group. ``extra_columns`` copies every
-    column not otherwise used into the payload; ``constants`` are added to every payload.
+    ``group`` is None; without any, each row is its own group unless ``fixed_group`` names one
+    group for every row. ``extra_columns`` copies every column not otherwise used into the
+    payload; ``constants`` are added to every payload.
+
+    Choice benchmarks read their options from one list column (``options``) or from one column
+    per option (``option_columns``, letter -> column), into the payload field ``options``; their
+    ``reference`` label is an option letter (a 0-based index is accepted); answers are kept as
+    given (one naming no option is simply wrong).
+    ``answers`` maps detector names to columns of categorical answers (predictions); ``grader``
+    is the answer benchmark's grader spec (:mod:`app.services.graders`). ``derive`` may add
+    labels computed from a record's other labels.
     """
 
     kind: str
@@ -49,11 +80,18 @@ class TableSpec:
     scores: Mapping[str, str] = field(default_factory=dict)
     extra_columns: bool = False
     constants: Mapping[str, Any] = field(default_factory=dict)
+    fixed_group: str | None = None
+    options: str | None = None
+    option_columns: Mapping[str, str] = field(default_factory=dict)
+    answers: Mapping[str, str] = field(default_factory=dict)
+    grader: str | None = None
+    derive: Callable[[dict[str, str]], dict[str, str]] | None = None
 
     def explicit_columns(self) -> list[str]:
         """Columns named outright; they must exist."""
         named = [*self.mapping.values(), *self.labels.values(), *self.scores.values()]
-        named += [c for c in (self.id_column, self.group) if c]
+        named += [*self.option_columns.values(), *self.answers.values()]
+        named += [c for c in (self.id_column, self.group, self.options) if c]
         return list(dict.fromkeys(named))
 
     def resolve(self, table: Table) -> TableSpec:
@@ -76,10 +114,10 @@ class TableSpec:
         return replace(self, mapping=mapping, group=group)
 
     def used_columns(self) -> set[str]:
-        """Columns consumed by ids, labels and scores (never copied as extras)."""
+        """Columns consumed by ids, labels, scores, options and answers (never extras)."""
         used = {*self.labels.values(), *self.scores.values(), *self.mapping.values()}
-        if self.id_column:
-            used.add(self.id_column)
+        used |= {*self.option_columns.values(), *self.answers.values()}
+        used |= {c for c in (self.id_column, self.options) if c}
         return used
 
 
@@ -94,18 +132,55 @@ def _check_spec(spec: TableSpec, file: str) -> None:
             check_label_name(name)
         except ValueError as exc:
             raise InvalidInput(str(exc), file=file, field=f"label {name}") from None
+    choice = spec.kind in CHOICE_KINDS
+    if choice and bool(spec.options) == bool(spec.option_columns):
+        raise InvalidInput(
+            "a choice table needs its options: one list column or one column per option",
+            file=file,
+            field="options",
+        )
+    if not choice and (spec.options or spec.option_columns):
+        raise InvalidInput(f"{spec.kind} items have no options", file=file, field="options")
+    letters = list(spec.option_columns)
+    if letters and letters != list(option_letters(len(letters))):
+        raise InvalidInput(
+            f"option columns must be lettered A, B, C, ... in order, got {', '.join(letters)}",
+            file=file,
+            field="options",
+        )
+    if spec.answers and spec.kind not in ANSWER_KINDS:
+        raise InvalidInput(
+            "answers (predictions) belong to choice and answer benchmarks",
+            file=file,
+            field="answers",
+        )
+    if (spec.grader is not None) != (spec.kind == BenchmarkKind.answer):
+        raise InvalidInput("a grader goes with answer benchmarks", file=file, field="grader")
+    if spec.grader is not None:
+        try:
+            parse_grader(spec.grader)
+        except ValueError as exc:
+            raise InvalidInput(str(exc), file=file, field="grader") from None
 
 
 class _RowMapper:
     """Turns rows into records for one resolved spec (lookups prepared once, not per row)."""
 
-    def __init__(self, spec: TableSpec, stem: str, detectors: Mapping[str, int]) -> None:
+    def __init__(
+        self,
+        spec: TableSpec,
+        stem: str,
+        detectors: Mapping[str, int],
+        answerers: Mapping[str, int],
+    ) -> None:
         self.spec = spec
         self.stem = stem
         self.payload = list(spec.mapping.items())
         self.labels = list(spec.labels.items())
         self.scores = [(detectors[name], column) for name, column in spec.scores.items()]
+        self.answers = [(answerers[name], column) for name, column in spec.answers.items()]
         self.used = spec.used_columns()
+        self.choice = spec.kind in CHOICE_KINDS
 
     def __call__(self, row: Row) -> Record:
         spec, data = self.spec, row.data
@@ -113,18 +188,30 @@ class _RowMapper:
             external_id = (
                 identifier(data[spec.id_column]) if spec.id_column else f"{self.stem}:{row.index}"
             )
-            group_key = identifier(data[spec.group]) if spec.group else external_id
+            group_key = (
+                identifier(data[spec.group]) if spec.group else spec.fixed_group or external_id
+            )
             payload: dict[str, Any] = dict(spec.constants)
             for name, column in self.payload:
                 payload[name] = json_value(data[column])
+            k = 0
+            if self.choice:
+                payload["options"] = options = self._options(data)
+                k = len(options)
             labels: dict[str, str] = {}
             for name, column in self.labels:
-                if (value := label_value(name, data[column])) is not None:
+                if (value := self._label(name, data[column], k)) is not None:
                     labels[name] = value
+            if spec.derive is not None:
+                labels.update(spec.derive(labels))
             scores: list[ScoreIn] = []
             for detector_id, column in self.scores:
                 if (score := score_value(data[column])) is not None:
                     scores.append(ScoreIn(detector_id, score, {}, field=column))
+            predictions: list[PredictionIn] = []
+            for detector_id, column in self.answers:
+                if (answer := self._answer(data[column])) is not None:
+                    predictions.append(PredictionIn(detector_id, answer, None, {}, field=column))
         except (KeyError, ValueError):
             # Redo the row slowly to say which field failed and why.
             self._locate_error(row)
@@ -133,7 +220,25 @@ class _RowMapper:
             for column, value in data.items():
                 if column not in self.used and column not in payload:
                     payload[column] = json_value(value)
-        return Record(row.line, external_id, group_key, payload, labels, scores)
+        return Record(row.line, external_id, group_key, payload, labels, scores, [], predictions)
+
+    def _options(self, data: dict[str, Any]) -> list[str]:
+        if self.spec.options:
+            return parse_options(data[self.spec.options])
+        return parse_options([data[column] for column in self.spec.option_columns.values()])
+
+    def _label(self, name: str, value: Any, k: int) -> str | None:
+        if name == REFERENCE and self.choice:
+            return option_letter(value, k)
+        if name == REFERENCE and self.spec.kind == BenchmarkKind.answer:
+            return answer_text(value, MAX_LABEL_LENGTH)
+        return label_value(name, value)
+
+    @staticmethod
+    def _answer(value: Any) -> str | None:
+        # Kept as given: an answer naming no option (a parse failure of the model's output,
+        # "The", "E") is a real, wrong answer, not bad input.
+        return answer_text(value)
 
     def _locate_error(self, row: Row) -> None:
         spec = self.spec
@@ -142,10 +247,16 @@ class _RowMapper:
                 row.convert(column, identifier)
         for column in spec.mapping.values():
             row.require(column)
+        k = 0
+        if self.choice:
+            field = spec.options or next(iter(spec.option_columns.values()))
+            k = len(row.convert(field, lambda _: self._options(row.data)))
         for name, column in self.labels:
-            row.convert(column, lambda raw, name=name: label_value(name, raw))
+            row.convert(column, lambda raw, name=name: self._label(name, raw, k))
         for _, column in self.scores:
             row.convert(column, score_value)
+        for _, column in self.answers:
+            row.convert(column, self._answer)
 
 
 def import_spec(
@@ -169,12 +280,19 @@ def import_spec(
     target = ensure_benchmark(
         session, benchmark, spec.kind, description=description, source=source, licence=licence
     )
-    detectors = {
-        name: ensure_detector(
-            session, name, "external", details={"imported_from": Path(path).name, "column": col}
-        ).id
-        for name, col in spec.scores.items()
-    }
+    if spec.grader is not None:
+        set_grader(session, target, spec.grader)
+
+    def detector_ids(columns: Mapping[str, str], kind: str) -> dict[str, int]:
+        return {
+            name: ensure_detector(
+                session, name, kind, details={"imported_from": Path(path).name, "column": col}
+            ).id
+            for name, col in columns.items()
+        }
+
+    detectors = detector_ids(spec.scores, "external")
+    answerers = detector_ids(spec.answers, "model")
     summary = ImportSummary(files=[file])
     with open_table(path, required=spec.explicit_columns()) as table:
         resolved = spec.resolve(table)
@@ -185,7 +303,7 @@ def import_spec(
             labels=dict(resolved.labels),
         )
         only = None if resolved.extra_columns else resolved.explicit_columns()
-        mapper = _RowMapper(resolved, Path(path).stem, detectors)
+        mapper = _RowMapper(resolved, Path(path).stem, detectors, answerers)
         records: Iterator[Record] = (mapper(row) for row in table.rows(only))
         counts = write_records(session, target, table.name, records, fields, chunk_size=chunk_size)
     record_import(session, target, importer, path, counts)
@@ -204,6 +322,10 @@ def import_table(
     scores: Mapping[str, str] | None = None,
     id_column: str | None = None,
     benchmark: str | None = None,
+    options: str | None = None,
+    option_columns: Mapping[str, str] | None = None,
+    answers: Mapping[str, str] | None = None,
+    grader: str | None = None,
     chunk_size: int = DEFAULT_CHUNK_ROWS,
 ) -> ImportSummary:
     """Import a CSV, JSONL or Parquet table (format by extension), streaming it in chunks.
@@ -215,9 +337,10 @@ def import_table(
     path
         The table file: ``.csv``, ``.jsonl``/``.ndjson`` or ``.parquet``/``.pq``.
     kind
-        ``pairwise``, ``response`` or ``statement``. Required payload fields (pairwise: prompt,
-        response_a, response_b; response: response; statement: statement) that ``mapping``
-        leaves out are read from columns of the same name.
+        ``pairwise``, ``response``, ``statement``, ``choice`` or ``answer``. Required payload
+        fields (pairwise: prompt, response_a, response_b; response: response; statement:
+        statement; choice and answer: question) that ``mapping`` leaves out are read from
+        columns of the same name.
     mapping
         ``{payload field: column}``; only mapped columns enter the payload.
     group
@@ -232,6 +355,17 @@ def import_table(
         ``<file stem>:<data row number>`` (stable for the same file).
     benchmark
         Target benchmark (created if missing, with ``kind``); defaults to the file stem.
+    options, option_columns
+        Choice tables: the column holding each item's option list (a list, or its Python or
+        JSON literal), or ``{letter: column}`` with one column per option, A, B, ... in order.
+        The ``reference`` label is then an option letter (or a 0-based index); answers are
+        stored as given, so one that names no option counts as wrong.
+    answers
+        ``{detector name: column}`` of categorical answers (choice and answer tables); new
+        detectors get kind ``model``. Empty cells are skipped.
+    grader
+        Answer tables: how answers are graded against ``reference`` (see
+        :func:`app.services.graders.parse_grader`), kept with the benchmark.
     chunk_size
         Rows per bulk write.
 
@@ -256,6 +390,10 @@ def import_table(
         group=group,
         labels=dict(labels or {}),
         scores=dict(scores or {}),
+        options=options,
+        option_columns=dict(option_columns or {}),
+        answers=dict(answers or {}),
+        grader=grader,
     )
     return import_spec(
         session,

@@ -15,6 +15,8 @@ from app.services.flips import FLIP_PREFIX
 LABEL_VALUES: dict[str, tuple[str, ...]] = {"truth": ("0", "1"), "reference": ("A", "B")}
 MAX_ID_LENGTH = 300
 MAX_LABEL_LENGTH = 200
+# A model's free-text answer; long outputs belong in a response benchmark.
+MAX_ANSWER_LENGTH = 100_000
 
 
 def check_label_name(name: str) -> None:
@@ -102,6 +104,29 @@ def label_value(name: str, value: Any) -> str | None:
             raise ValueError(f"expected one of {', '.join(allowed)}; got {value!r}")
     if len(text) > MAX_LABEL_LENGTH:
         raise ValueError(f"longer than {MAX_LABEL_LENGTH} characters")
+    return text
+
+
+def answer_text(value: Any, max_length: int = MAX_ANSWER_LENGTH) -> str | None:
+    """A free-text answer (a model's, or a reference), or None for an empty cell.
+
+    Numbers are written as text (``1.0`` as ``"1"``, as spreadsheets write integers).
+
+    Raises
+    ------
+    ValueError
+        For values that are not text or numbers, and text over ``max_length`` characters.
+
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"expected text or a number, got {type(value).__name__}")
+    text = value.strip() if isinstance(value, str) else _number_text(float(value))
+    if not text:
+        return None
+    if len(text) > max_length:
+        raise ValueError(f"longer than {max_length} characters")
     return text
 
 

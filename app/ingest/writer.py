@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Table, func, select
 from sqlalchemy.orm import Session
 
 from app.errors import Conflict, InvalidInput
@@ -23,7 +23,16 @@ from app.ingest.bulk import bulk_insert, one_of
 from app.ingest.readers import file_sha256
 from app.ingest.records import ImportCounts, Record, SourceFields
 from app.ingest.values import MAX_ID_LENGTH, find_nul
-from app.tables import Benchmark, ImportRecord, Instance, Judgment, LabelEvent, Score, utcnow
+from app.tables import (
+    Benchmark,
+    ImportRecord,
+    Instance,
+    Judgment,
+    LabelEvent,
+    Prediction,
+    Score,
+    utcnow,
+)
 
 DEFAULT_CHUNK_ROWS = 4000
 IMPORT_SOURCE = "import"
@@ -33,6 +42,7 @@ _instances = Instance.__table__
 _labels = LabelEvent.__table__
 _judgments = Judgment.__table__
 _scores = Score.__table__
+_predictions = Prediction.__table__
 
 
 def conflict(file: str, line: int, field: str, reason: str) -> Conflict:
@@ -116,6 +126,7 @@ class RecordWriter:
         ids, preexisting = self._write_instances(records)
         self._write_labels(records, ids, preexisting)
         self._write_scores(records, ids, preexisting)
+        self._write_predictions(records, ids, preexisting)
         self._write_judgments(records, ids, preexisting)
 
     def _validate(self, record: Record) -> None:
@@ -281,43 +292,98 @@ class RecordWriter:
     def _write_scores(
         self, records: list[Record], ids: dict[str, int], preexisting: set[int]
     ) -> None:
-        wanted = [(ids[r.external_id], s, r) for r in records for s in r.scores]
+        def same(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
+            close = math.isclose(old[0], new[0], rel_tol=1e-9, abs_tol=1e-12)
+            return close and not _differs(old[1], new[1])
+
+        def says(old: tuple[Any, ...], new: tuple[Any, ...]) -> str:
+            if _differs(old[1], new[1]):
+                return (
+                    f"score {old[0]!r} (details {_show(old[1])}), the file gives "
+                    f"{new[0]!r} (details {_show(new[1])})"
+                )
+            return f"score {old[0]!r}, the file gives {new[0]!r}"
+
+        wanted = [
+            (ids[r.external_id], s.detector_id, (s.score, s.details), s.field, r)
+            for r in records
+            for s in r.scores
+        ]
+        added, skipped = self._write_per_detector(
+            _scores, (Score.score, Score.details), wanted, preexisting, same, says
+        )
+        self.counts.scores_added += added
+        self.counts.scores_skipped += skipped
+
+    def _write_predictions(
+        self, records: list[Record], ids: dict[str, int], preexisting: set[int]
+    ) -> None:
+        what = ("answer", "probabilities", "details")
+
+        def same(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
+            return not any(_differs(a, b) for a, b in zip(old, new, strict=True))
+
+        def says(old: tuple[Any, ...], new: tuple[Any, ...]) -> str:
+            at = next(i for i, (a, b) in enumerate(zip(old, new, strict=True)) if _differs(a, b))
+            return f"{what[at]} {_show(old[at])}, the file gives {_show(new[at])}"
+
+        wanted = [
+            (ids[r.external_id], p.detector_id, (p.answer, p.probabilities, p.details), p.field, r)
+            for r in records
+            for p in r.predictions
+        ]
+        columns = (Prediction.answer, Prediction.probabilities, Prediction.details)
+        added, skipped = self._write_per_detector(
+            _predictions, columns, wanted, preexisting, same, says
+        )
+        self.counts.predictions_added += added
+        self.counts.predictions_skipped += skipped
+
+    def _write_per_detector(
+        self,
+        table: Table,
+        columns: tuple[Any, ...],
+        wanted: list[tuple[int, int, tuple[Any, ...], str, Record]],
+        preexisting: set[int],
+        same: Callable[[tuple[Any, ...], tuple[Any, ...]], bool],
+        says: Callable[[tuple[Any, ...], tuple[Any, ...]], str],
+    ) -> tuple[int, int]:
+        """Insert rows unique per (detector, instance); return (added, skipped).
+
+        ``wanted`` holds ``(instance id, detector id, values, input field, record)`` with
+        ``values`` in ``columns`` order. A stored row for which ``same(stored, values)`` holds
+        is skipped; a different one is a conflict worded by ``says(stored, values)``.
+        """
         if not wanted:
-            return
-        stored: dict[tuple[int, int], tuple[float, dict[str, Any]]] = {}
-        old_ids = [iid for iid, _, _ in wanted if iid in preexisting]
+            return 0, 0
+        stored: dict[tuple[int, int], tuple[Any, ...]] = {}
+        old_ids = [iid for iid, *_ in wanted if iid in preexisting]
         if old_ids:
-            q = select(Score.detector_id, Score.instance_id, Score.score, Score.details).where(
-                one_of(self.session, Score.instance_id, old_ids),
-                Score.detector_id.in_(sorted({s.detector_id for _, s, _ in wanted})),
+            detector_col, instance_col = table.c.detector_id, table.c.instance_id
+            q = select(detector_col, instance_col, *columns).where(
+                one_of(self.session, instance_col, old_ids),
+                detector_col.in_(sorted({d for _, d, *_ in wanted})),
             )
-            stored = {(d, i): (v, det) for d, i, v, det in self.session.execute(q)}
-        rows = []
-        for iid, score, record in wanted:
-            old = stored.get((score.detector_id, iid))
+            stored = {(d, i): tuple(rest) for d, i, *rest in self.session.execute(q)}
+        rows, skipped = [], 0
+        for iid, detector_id, values, field, record in wanted:
+            old = stored.get((detector_id, iid))
             if old is None:
-                rows.append((score.detector_id, iid, score.score, score.details))
-            elif math.isclose(old[0], score.score, rel_tol=1e-9, abs_tol=1e-12) and not _differs(
-                old[1], score.details
-            ):
-                self.counts.scores_skipped += 1
+                rows.append((detector_id, iid, *values))
+            elif same(old, values):
+                skipped += 1
             else:
-                said = f"score {old[0]!r}, the file gives {score.score!r}"
-                if _differs(old[1], score.details):
-                    said = (
-                        f"score {old[0]!r} (details {_show(old[1])}), the file gives "
-                        f"{score.score!r} (details {_show(score.details)})"
-                    )
                 raise conflict(
                     self.file,
                     record.line,
-                    score.field,
-                    f"{record.external_id!r} already has {said}",
+                    field,
+                    f"{record.external_id!r} already has {says(old, values)}",
                 )
+        added = 0
         if rows:
-            columns = ("detector_id", "instance_id", "score", "details")
-            constants = {"created_at": self._now}
-            self.counts.scores_added += bulk_insert(self.session, _scores, columns, rows, constants)
+            names = ("detector_id", "instance_id", *(c.key for c in columns))
+            added = bulk_insert(self.session, table, names, rows, {"created_at": self._now})
+        return added, skipped
 
     def _write_judgments(
         self, records: list[Record], ids: dict[str, int], preexisting: set[int]

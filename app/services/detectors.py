@@ -9,7 +9,8 @@ from sqlalchemy.orm import Session
 
 from app.tables import Detector
 
-DETECTOR_KINDS = ("judge", "reward_model", "probe", "baseline", "external")
+# model: a model's categorical answers (predictions); ranker: a label-error ranker's scores.
+DETECTOR_KINDS = ("judge", "reward_model", "probe", "baseline", "external", "model", "ranker")
 
 
 def ensure_detector(
