@@ -1,4 +1,8 @@
-"""``appellate disagreements``: a thin wrapper over the disagreement finder."""
+"""``appellate disagreements``: a thin wrapper over the disagreement finder.
+
+Mode parameters are taken generically (``--param NAME=VALUE``), so a new mode needs no edit
+here; ``--min-confidence``, ``--k`` and ``--judge`` are shorthands for three of them.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,33 @@ from typing import Annotated
 import typer
 
 from app.cli_support import JsonOption, LabelOption, PositiveOption, fmt_num, in_store
-from app.services.disagreements import MODES, disagreements
+from app.services.disagreement_modes import modes_declaring
+from app.services.disagreement_query import mode_param_names, parse_disagreement_query
+from app.services.disagreements import MODES, find_disagreements
 
 __all__ = ["disagreements_command", "register"]
+
+
+def _param_help() -> str:
+    """Every mode parameter with the modes declaring it, from the registry."""
+    parts = []
+    for name in mode_param_names():
+        owners = modes_declaring(name)
+        param = owners[0].param(name)
+        assert param is not None
+        parts.append(f"{name} ({', '.join(m.name for m in owners)}): {param.help}")
+    return "Mode parameter NAME=VALUE (repeatable). " + " ".join(parts)
+
+
+def _raw_params(pairs: list[str]) -> dict[str, list[str]]:
+    """``NAME=VALUE`` options as raw query parameters."""
+    raw: dict[str, list[str]] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise typer.BadParameter(f"expected NAME=VALUE, got {pair!r}", param_hint="--param")
+        raw.setdefault(name.strip(), []).append(value)
+    return raw
 
 
 def disagreements_command(
@@ -23,17 +51,20 @@ def disagreements_command(
     min_confidence: Annotated[
         float | None,
         typer.Option(
-            "--min-confidence", help="Cut on P(other class) (default 0.8; cleanlab: none)."
+            "--min-confidence",
+            help="Same as --param min_confidence=X: cut on P(other class) "
+            "(default 0.8; cleanlab: none).",
         ),
     ] = None,
     mode: Annotated[str, typer.Option("--mode", help=" | ".join(MODES))] = "threshold",
     judge: Annotated[
         str | None,
-        typer.Option("--judge", help="detector-vs-judge: judge whose AB choice is compared."),
+        typer.Option("--judge", help="Same as --param judge=NAME (detector-vs-judge)."),
     ] = None,
     k: Annotated[
-        int | None, typer.Option("--k", help="Consensus: detectors that must disagree.")
+        int | None, typer.Option("--k", help="Same as --param k=N (consensus quorum).")
     ] = None,
+    param: Annotated[list[str] | None, typer.Option("--param", "-p", help=_param_help())] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="Show at most N items.")] = None,
     positive: PositiveOption = None,
     as_json: JsonOption = False,
@@ -41,22 +72,19 @@ def disagreements_command(
     """Items where detectors confidently contradict the labels, a judge, or a judge's other order.
 
     ``--mode detector-vs-judge --judge NAME`` compares the detector's P(A) with the judge's AB
-    choice.
+    choice; ``--mode margin --param band=0.05`` lists the items a detector is unsure about.
     """
     if mode not in MODES:
         raise typer.BadParameter(f"choose from {', '.join(MODES)}", param_hint="--mode")
+    raw = _raw_params(param or [])
+    shorthands = {"min_confidence": min_confidence, "k": k, "judge": judge, "limit": limit}
+    for name, value in shorthands.items():
+        if value is not None:
+            raw.setdefault(name, []).append(str(value))
+    raw.update(detector=detector, label=[label], mode=[mode], positive=[positive or ""])
     found = in_store(
-        lambda s: disagreements(
-            s,
-            benchmark,
-            detector,
-            label=label,
-            mode=mode,
-            min_confidence=min_confidence,
-            k=k,
-            positive=positive,
-            limit=limit,
-            judge=judge,
+        lambda s: find_disagreements(
+            s, benchmark, parse_disagreement_query(raw, strict=True)
         ).as_dict()
     )
     if as_json:

@@ -13,15 +13,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
-from app.services.disagreements import disagreements
+from app.services.disagreement_query import parse_disagreement_query
+from app.services.disagreements import find_disagreements
 from app.services.facets import benchmark_facets
 from app.services.filter_query import parse_filter_query
 from app.services.instance_filter import filter_conditions, resolve_filter
 from app.tables import Benchmark, Instance
 
 SOURCES = ("filter", "disagreements")
-# The disagreement page's parameters that select items (the rest only change the display).
-_DISAGREEMENT_SCALARS = ("label", "mode", "min_confidence", "k", "judge", "limit")
 DEFAULT_LIMIT = 200
 
 
@@ -53,40 +52,17 @@ def filtered_ids(session: Session, bench: Benchmark, query: str) -> list[int]:
 
 
 def disagreement_ids(session: Session, bench: Benchmark, query: str) -> tuple[list[int], str]:
-    """Instance ids of a disagreement list (rank order) and its label set."""
-    params = parse_qs(query.rpartition("?")[2], keep_blank_values=False)
-    scalars = {name: params[name][-1] for name in _DISAGREEMENT_SCALARS if name in params}
-    detectors = params.get("detector", [])
-    label = scalars.get("label", "reference")
+    """Instance ids of a disagreement list (rank order) and its label set.
+
+    ``query`` is the disagreements page's query string, parsed as the page parses it (stale
+    parameters of other modes are dropped); at most :data:`DEFAULT_LIMIT` items unless it
+    sets a limit.
+    """
     try:
-        found = disagreements(
-            session,
-            bench.name,
-            detectors,
-            label=label,
-            mode=scalars.get("mode", "threshold"),
-            min_confidence=_number(scalars, "min_confidence", float),
-            k=_number(scalars, "k", int),
-            limit=_number(scalars, "limit", int) or DEFAULT_LIMIT,
-            judge=scalars.get("judge"),
-        )
+        parsed = parse_disagreement_query(parse_qs(query.rpartition("?")[2]))
+        label = parsed.label or "reference"
+        limited = parsed.with_label(label).with_limit(parsed.limit or DEFAULT_LIMIT)
+        found = find_disagreements(session, bench.name, limited)
     except InvalidInput as exc:
         raise InvalidInput(f"disagreements: {exc.message}", field="query") from None
-    by_external = dict(
-        session.execute(
-            select(Instance.external_id, Instance.id).where(
-                Instance.benchmark_id == bench.id,
-                Instance.external_id.in_([item.external_id for item in found.items]),
-            )
-        ).all()
-    )
-    return [by_external[item.external_id] for item in found.items], label
-
-
-def _number(params: dict[str, str], name: str, kind: type[float] | type[int]) -> float | None:
-    if name not in params or not params[name].strip():
-        return None
-    try:
-        return kind(params[name])
-    except ValueError:
-        raise InvalidInput(f"{name} must be a number, got {params[name]!r}", field=name) from None
+    return [item.instance_id for item in found.items], label

@@ -1,26 +1,38 @@
 """Confident-disagreement page, its CSV export and its JSON twin.
 
-Thin routes over :mod:`app.services.disagreements`; every choice lives in the query string.
+Thin routes over :mod:`app.services.disagreements`; every choice lives in the query string,
+read by one dependency into a :class:`~app.services.disagreement_query.DisagreementQuery`.
+The page's form, the API's documented parameters and its response model are built from the
+registered modes' declarations.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, Field, create_model
 from sqlalchemy.orm import Session
 from starlette.responses import HTMLResponse, Response
 
 from app.db import transaction
-from app.services.disagreements import MODES, disagreements
+from app.services.cache import VersionedCache
+from app.services.disagreement_modes import all_modes, modes_declaring
+from app.services.disagreement_modes.base import Param, ParamKind
+from app.services.disagreement_query import (
+    DEFAULT_MODE,
+    DisagreementQuery,
+    mode_param_names,
+    parse_disagreement_query,
+)
+from app.services.disagreement_view import disagreement_view
+from app.services.disagreements import MODES, find_disagreements
 from app.services.facets import describe_benchmark
-from app.web.benchmark_params import DetectorParam, LabelParam, default_label, non_blank
+from app.web.benchmark_params import default_label
 from app.web.deps import ReadCache, StoreDep
-from app.web.filters import Blank
-from app.web.templating import render
+from app.web.templating import is_fragment_request, render
 from app.web.urls import disagreements_url
 
 router = APIRouter(include_in_schema=False)
@@ -28,110 +40,168 @@ api_router = APIRouter(prefix="/api", tags=["disagreements"])
 
 DEFAULT_LIMIT = 1000
 
-ModeParam = Annotated[str, Query(description=f"One of {', '.join(MODES)}.")]
-ConfParam = Annotated[
-    float | None, Blank, Query(ge=0.0, le=1.0, description="Cut on P(other class).")
-]
-KParam = Annotated[int | None, Blank, Query(ge=1, description="Consensus quorum.")]
-LimitParam = Annotated[int, Query(ge=0, le=1_000_000, description="Most items listed.")]
-JudgeParam = Annotated[
-    str | None, Blank, Query(description="Judge (detector-vs-judge mode; ignored otherwise).")
-]
 
+async def disagreement_query(request: Request) -> DisagreementQuery:
+    """The query string as a :class:`DisagreementQuery` (one parser for page, CSV and API).
 
-@dataclass(frozen=True)
-class DisagreementQuery:
-    """The query string of the disagreements page, its CSV export and its JSON twin.
-
-    ``detectors`` holds the non-blank ``detector`` values; ``label`` is ``None`` when not
-    given (see :func:`_default_label`).
+    Blank values are unset and parameters the chosen mode does not declare are dropped; the
+    limit defaults to :data:`DEFAULT_LIMIT`. ``async``: it does no I/O.
     """
-
-    detectors: list[str]
-    label: str | None
-    mode: str
-    min_confidence: float | None
-    k: int | None
-    limit: int
-    judge: str | None
-
-
-def disagreement_query(
-    detector: DetectorParam = None,
-    label: LabelParam = None,
-    mode: ModeParam = "threshold",
-    min_confidence: ConfParam = None,
-    k: KParam = None,
-    limit: LimitParam = DEFAULT_LIMIT,
-    judge: JudgeParam = None,
-) -> DisagreementQuery:
-    """The shared disagreements parameters, as one dependency."""
-    return DisagreementQuery(non_blank(detector), label, mode, min_confidence, k, limit, judge)
+    params = request.query_params
+    query = parse_disagreement_query({key: params.getlist(key) for key in params})
+    return query if query.limit is not None else query.with_limit(DEFAULT_LIMIT)
 
 
 DisagreementParams = Annotated[DisagreementQuery, Depends(disagreement_query)]
 
 
-def _disagreement_list(
-    session: Session, name: str, query: DisagreementQuery, label: str
-) -> dict[str, Any]:
-    """The service's list as a dict, against label set ``label`` (the query's, defaulted).
+def _owners(name: str) -> str:
+    return ", ".join(m.name for m in modes_declaring(name))
 
-    ``judge`` is passed on in detector-vs-judge mode only, so a judge left in the URL does not
-    break the other modes.
+
+def _declared(name: str) -> Param:
+    param = modes_declaring(name)[0].param(name)
+    assert param is not None
+    return param
+
+
+def _schema(param: Param) -> dict[str, Any]:
+    """The OpenAPI schema of a mode parameter's query value."""
+    kinds = {ParamKind.NUMBER: "number", ParamKind.INTEGER: "integer", ParamKind.JUDGE: "string"}
+    schema: dict[str, Any] = {"type": kinds[param.kind]}
+    if param.low is not None:
+        schema["exclusiveMinimum" if param.low_open else "minimum"] = param.low
+    if param.high is not None:
+        schema["maximum"] = param.high
+    return schema
+
+
+def _query_parameter(name: str, description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "description": description,
+        "schema": schema,
+    }
+
+
+def _documented_parameters() -> list[dict[str, Any]]:
+    """The query parameters of the API route, for ``/openapi.json`` (read by one dependency)."""
+    modes = "; ".join(f"`{m.name}`: {m.help}" for m in all_modes())
+    out = [
+        _query_parameter(
+            "detector",
+            "Detector name (repeatable: consensus mode takes several).",
+            {"type": "array", "items": {"type": "string"}},
+        ),
+        _query_parameter(
+            "label", "Label set; default `reference` (else the first).", {"type": "string"}
+        ),
+        _query_parameter(
+            "mode", modes, {"type": "string", "enum": list(MODES), "default": DEFAULT_MODE}
+        ),
+        _query_parameter(
+            "positive", "Positive class of the label set (binary modes).", {"type": "string"}
+        ),
+        _query_parameter(
+            "limit",
+            "Most items listed.",
+            {"type": "integer", "minimum": 0, "default": DEFAULT_LIMIT},
+        ),
+    ]
+    for name in mode_param_names():
+        param = _declared(name)
+        note = f"{param.help} Modes: {_owners(name)}; ignored by the others. Blank: unset."
+        out.append(_query_parameter(name, note, _schema(param)))
+    return out
+
+
+class DisagreementItemOut(BaseModel):
+    """One ranked item."""
+
+    external_id: str
+    label: str | None
+    score: float | None
+    confidence: float | None
+    reason: str
+
+
+def _list_model() -> type[BaseModel]:
+    """The API's response model: the list's fields and every declared mode parameter.
+
+    A parameter the list's mode does not declare is absent from a response, except
+    ``min_confidence``, ``k`` and ``judge``, which are always present (``null`` if unused).
     """
-    result = disagreements(
-        session,
-        name,
-        query.detectors,
-        label=label,
-        mode=query.mode,
-        min_confidence=query.min_confidence,
-        k=query.k,
-        limit=query.limit,
-        judge=query.judge if query.mode == "detector-vs-judge" else None,
+    params: dict[str, Any] = {
+        name: (
+            _declared(name).python_type | None,
+            Field(None, description=f"{_declared(name).help} ({_owners(name)})"),
+        )
+        for name in mode_param_names()
+    }
+    model: type[BaseModel] = create_model(
+        "DisagreementListOut",
+        __doc__="A ranked list of disagreements and the parameters that produced it.",
+        benchmark=(str, ...),
+        label=(str, ...),
+        mode=(str, ...),
+        detectors=(list[str], ...),
+        positive=(str | None, ...),
+        **params,
+        total=(int, Field(description="Items before the limit.")),
+        items=(list[DisagreementItemOut], ...),
     )
-    return result.as_dict()
+    return model
+
+
+DisagreementListOut = _list_model()
 
 
 @router.get("/benchmarks/{name}/disagreements", response_class=HTMLResponse)
 def disagreements_page(
     request: Request, name: str, store: StoreDep, cache: ReadCache, query: DisagreementParams
 ) -> HTMLResponse:
-    """Ranked confident disagreements with links to the items, and a CSV link."""
-    chosen = query.detectors
+    """Ranked confident disagreements with links to the items, and a CSV link.
+
+    The form shows the chosen mode's parameters; htmx swaps the form and the list together,
+    so changing the mode changes the fields.
+    """
     with transaction(store.factory) as session:
         facets = describe_benchmark(session, name, cache)
-        label_name = default_label(facets, query.label)
-        ready = chosen and (query.mode != "detector-vs-judge" or query.judge)
-        result = _disagreement_list(session, name, query, label_name) if ready else None
-    params = {
-        "detector": chosen,
-        "label": label_name,
-        "mode": query.mode,
-        "min_confidence": query.min_confidence,
-        "k": query.k,
-        "limit": query.limit if query.limit != DEFAULT_LIMIT else None,
-        "judge": query.judge,
-    }
+        view = disagreement_view(
+            session, facets, query.with_label(default_label(facets, query.label))
+        )
+    params = view.query.as_params(default_limit=DEFAULT_LIMIT)
     context = {
         "name": name,
         "facets": facets,
-        "result": result,
-        "label": label_name,
-        "chosen": chosen,
-        "mode": query.mode,
-        "modes": MODES,
-        "min_confidence": query.min_confidence,
-        "k": query.k,
-        "limit": query.limit,
-        "judge": query.judge,
+        "view": view,
+        "modes": all_modes(),
+        "values": view.query.values,
         "csv_url": disagreements_url(name, csv_export=True, **params),
     }
-    return render(request, "disagreements.html", context, fragment="_disagreements_results.html")
+    headers = {}
+    if is_fragment_request(request):
+        # The canonical URL: blank fields and other modes' parameters left out.
+        headers["HX-Push-Url"] = disagreements_url(name, **params)
+    return render(
+        request,
+        "disagreements.html",
+        context,
+        fragment="_disagreements_view.html",
+        headers=headers,
+    )
 
 
 CSV_COLUMNS = ("rank", "external_id", "label", "score", "confidence", "reason")
+
+
+def _labelled(
+    session: Session, name: str, cache: VersionedCache, query: DisagreementQuery
+) -> DisagreementQuery:
+    """``query`` against its label set, or the benchmark's default one."""
+    return query.with_label(default_label(describe_benchmark(session, name, cache), query.label))
 
 
 @router.get("/benchmarks/{name}/disagreements.csv")
@@ -140,20 +210,19 @@ def disagreements_csv(
 ) -> Response:
     """The same ranked list as the page, as CSV (one row per item, full-precision numbers)."""
     with transaction(store.factory) as session:
-        facets = describe_benchmark(session, name, cache)
-        result = _disagreement_list(session, name, query, default_label(facets, query.label))
+        result = find_disagreements(session, name, _labelled(session, name, cache, query))
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
-    for rank, item in enumerate(result["items"], start=1):
+    for rank, item in enumerate(result.items, start=1):
         writer.writerow(
             [
                 rank,
-                item["external_id"],
-                "" if item["label"] is None else item["label"],
-                "" if item["score"] is None else repr(item["score"]),
-                "" if item["confidence"] is None else repr(item["confidence"]),
-                item["reason"],
+                item.external_id,
+                "" if item.label is None else item.label,
+                "" if item.score is None else repr(item.score),
+                "" if item.confidence is None else repr(item.confidence),
+                item.reason,
             ]
         )
     # The filename is ASCII-safe: benchmark names may hold anything.
@@ -167,11 +236,15 @@ def disagreements_csv(
     )
 
 
-@api_router.get("/benchmarks/{name}/disagreements")
+@api_router.get(
+    "/benchmarks/{name}/disagreements",
+    response_model=DisagreementListOut,
+    response_model_exclude_unset=True,
+    openapi_extra={"parameters": _documented_parameters()},
+)
 def api_disagreements(
     name: str, store: StoreDep, cache: ReadCache, query: DisagreementParams
 ) -> dict[str, Any]:
-    """The ranked list (the dict of ``appellate disagreements --json``)."""
+    """The ranked list (the object of ``appellate disagreements --json``)."""
     with transaction(store.factory) as session:
-        facets = describe_benchmark(session, name, cache)
-        return _disagreement_list(session, name, query, default_label(facets, query.label))
+        return find_disagreements(session, name, _labelled(session, name, cache, query)).as_dict()

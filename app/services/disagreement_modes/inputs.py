@@ -1,0 +1,130 @@
+"""What the modes read: detector probabilities, a judge's orders, items' ids and label values."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import numpy as np
+from numpy.typing import NDArray
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.errors import InvalidInput
+from app.services.judge_summary import OrderedJudgment, judge_orders
+from app.services.labels import current_label_subquery
+from app.services.metrics import LabelledItems, detector_scores, get_detector
+from app.tables import Benchmark, Instance, Score
+
+__all__ = [
+    "against_label",
+    "benchmark_probabilities",
+    "check_probabilities",
+    "instance_info",
+    "judgments_by_order",
+    "labelled_probabilities",
+]
+
+# Instance ids per query: PostgreSQL refuses more than 65,535 bound parameters.
+ID_CHUNK = 5000
+
+
+def check_probabilities(name: str, p: NDArray[np.float64], where: str) -> None:
+    """Raise :class:`InvalidInput` unless ``p`` has a finite score and all lie in [0, 1].
+
+    Parameters
+    ----------
+    name : str
+        Detector name, for the message.
+    p : ndarray of float64, shape (n_items,)
+        Scores, NaN where the detector has none.
+    where : str
+        What the scores cover, for the message.
+
+    """
+    finite = p[~np.isnan(p)]
+    if finite.size == 0:
+        raise InvalidInput(f"detector {name!r} has no scores on {where}")
+    if finite.min() < 0.0 or finite.max() > 1.0:
+        raise InvalidInput(
+            f"detector {name!r} scores are not probabilities in [0, 1]; disagreement modes "
+            "read them as P(positive class)"
+        )
+
+
+def labelled_probabilities(
+    session: Session, name: str, items: LabelledItems
+) -> NDArray[np.float64]:
+    """Detector ``name``'s P(positive class) per labelled item, checked.
+
+    Returns
+    -------
+    ndarray of float64, shape (n_items,)
+        NaN where the detector has no score.
+
+    """
+    p = detector_scores(session, get_detector(session, name), items)
+    check_probabilities(name, p, "the labelled items")
+    return p
+
+
+def benchmark_probabilities(session: Session, bench: Benchmark, name: str) -> dict[int, float]:
+    """Detector ``name``'s scores on every instance of ``bench`` it scored, checked.
+
+    Returns ``{instance_id: score}``; unscored instances and null scores are left out.
+    """
+    detector = get_detector(session, name)
+    q = (
+        select(Score.instance_id, Score.score)
+        .join(Instance, Instance.id == Score.instance_id)
+        .where(Score.detector_id == detector.id, Instance.benchmark_id == bench.id)
+    )
+    scores = {int(iid): float(score) for iid, score in session.execute(q) if score is not None}
+    check_probabilities(
+        name, np.fromiter(scores.values(), dtype=np.float64, count=len(scores)), bench.name
+    )
+    return scores
+
+
+def judgments_by_order(
+    session: Session, bench: Benchmark, judge: str
+) -> dict[int, dict[str, OrderedJudgment]]:
+    """Judge ``judge``'s judgments on ``bench`` as ``{instance_id: {order: judgment}}``."""
+    detector = get_detector(session, judge)
+    return judge_orders(session, bench, [detector.id]).get(detector.id, {})
+
+
+def against_label(items: LabelledItems, p: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The probability each item belongs to the class opposite to its label.
+
+    Parameters
+    ----------
+    items : LabelledItems
+        The labelled items (``items.y`` is 1 for the positive class).
+    p : ndarray of float64, shape (n_items,)
+        P(positive class), NaN where unscored.
+
+    Returns
+    -------
+    ndarray of float64, shape (n_items,)
+        NaN where unscored.
+
+    """
+    return np.where(items.y == 1, 1.0 - p, p)
+
+
+def instance_info(
+    session: Session, bench: Benchmark, instance_ids: Collection[int], label: str
+) -> dict[int, tuple[str, str | None]]:
+    """``{instance_id: (external_id, current value of label or None)}`` for ids of ``bench``.
+
+    Read in chunks of :data:`ID_CHUNK` ids within the benchmark, so any number of ids works on
+    every dialect.
+    """
+    ids = list(instance_ids)
+    out: dict[int, tuple[str, str | None]] = {}
+    for start in range(0, len(ids), ID_CHUNK):
+        q = select(Instance.id, Instance.external_id, current_label_subquery(label)).where(
+            Instance.benchmark_id == bench.id, Instance.id.in_(ids[start : start + ID_CHUNK])
+        )
+        out.update({iid: (ext, value) for iid, ext, value in session.execute(q)})
+    return out

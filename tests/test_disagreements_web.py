@@ -1,0 +1,216 @@
+"""The disagreements page's form, CSV and API on the bundled JudgeBench data, both dialects.
+
+The form sends its empty fields and the other modes' leftovers; the page, the CSV, the API
+and queue sources treat them as unset. The form shows the chosen mode's declared parameters;
+failed htmx requests get a readable error fragment.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Iterator
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from fastapi.testclient import TestClient
+from markupsafe import escape
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db import transaction
+from app.ingest.judgebench import import_judgebench
+from app.services import disagreement_modes
+from app.services.disagreement_modes import inputs
+from app.services.disagreements import disagreements
+from app.services.queue_sources import disagreement_ids
+from app.settings import Settings
+from app.tables import Benchmark
+from tests.auth_support import api_client
+from tests.test_ingest_helpers import O1_MINI, O1_MINI_JUDGE, PAIRS_GPT4O, REWARD_OUTPUTS
+
+HX = {"HX-Request": "true"}
+PAGE = "/benchmarks/judgebench/disagreements"
+API = "/api/benchmarks/judgebench/disagreements"
+REWARDS = [
+    "reward_model/Skywork_Skywork-Reward-Gemma-2-27B",
+    "reward_model/Skywork_Skywork-Reward-Llama-3.1-8B",
+    "reward_model/internlm_internlm2-7b-reward",
+]
+REWARD = REWARDS[0]
+# Every field of the form for every mode, left empty: what a submit sends before any typing.
+EMPTY = {"min_confidence": "", "k": "", "judge": "", "limit": ""}
+
+
+@pytest.fixture
+def loaded(factory: sessionmaker[Session]) -> sessionmaker[Session]:
+    with transaction(factory) as session:
+        import_judgebench(session, [PAIRS_GPT4O], outputs=[O1_MINI, *REWARD_OUTPUTS])
+    return factory
+
+
+@pytest.fixture
+def client(settings: Settings, loaded: sessionmaker[Session]) -> Iterator[TestClient]:
+    with api_client(settings) as c:
+        yield c
+
+
+def row_ids(page: str) -> list[str]:
+    return re.findall(r'<td class="id"><a href="[^"]*">([^<]*)</a>', page)
+
+
+def field_names(page: str) -> set[str]:
+    form = re.search(r'<form id="disagreement-filters".*?</form>', page, re.S)
+    assert form is not None
+    return set(re.findall(r'<(?:input|select)[^>]* name="([^"]+)"', form.group(0)))
+
+
+CASES = [
+    ({"mode": "threshold", "detector": REWARD}, {}),
+    ({"mode": "cleanlab", "detector": REWARD}, {}),
+    ({"mode": "consensus", "detector": REWARDS}, {}),
+    ({"mode": "judge-orders", "detector": O1_MINI_JUDGE}, {}),
+    ({"mode": "detector-vs-judge", "detector": REWARD}, {"judge": O1_MINI_JUDGE}),
+]
+
+
+@pytest.mark.parametrize(("chosen", "params"), CASES, ids=[c[0]["mode"] for c in CASES])
+def test_form_submit_with_empty_fields_lists_what_the_service_lists(
+    client: TestClient,
+    loaded: sessionmaker[Session],
+    chosen: dict[str, object],
+    params: dict[str, str],
+) -> None:
+    sent = {**EMPTY, **chosen, **params}
+    mode = str(chosen["mode"])
+    detectors = chosen["detector"] if isinstance(chosen["detector"], list) else [chosen["detector"]]
+    with loaded() as session:
+        want = disagreements(
+            session, "judgebench", detectors, mode=mode, limit=1000, **params
+        ).as_dict()
+    assert want["items"], "the bundled data has disagreements in every mode"
+    page = client.get(PAGE, params=sent, headers=HX)
+    assert page.status_code == 200, page.text
+    assert row_ids(page.text) == [i["external_id"] for i in want["items"]]
+    # The pushed URL leaves out the blanks; reloading it gives the same list.
+    pushed = page.headers["HX-Push-Url"]
+    assert "=&" not in pushed + "&" and not pushed.endswith("=")
+    assert row_ids(client.get(pushed).text) == row_ids(page.text)
+    export = client.get(f"{PAGE}.csv", params=sent)
+    assert export.status_code == 200
+    rows = list(csv.DictReader(io.StringIO(export.text)))
+    assert [r["external_id"] for r in rows] == [i["external_id"] for i in want["items"]]
+    api = client.get(API, params=sent)
+    assert api.status_code == 200 and api.json() == want
+
+
+def test_threshold_with_a_leftover_k_lists_rows(
+    client: TestClient, loaded: sessionmaker[Session]
+) -> None:
+    # The form switched from consensus (k filled) to threshold: k is not threshold's.
+    sent = {**EMPTY, "mode": "threshold", "detector": REWARD, "k": "2"}
+    with loaded() as session:
+        want = disagreements(session, "judgebench", [REWARD], limit=1000).as_dict()
+    page = client.get(PAGE, params=sent, headers=HX)
+    assert page.status_code == 200 and row_ids(page.text) == [
+        i["external_id"] for i in want["items"]
+    ]
+    assert "k" not in parse_qs(urlsplit(page.headers["HX-Push-Url"]).query)
+    assert "k" not in field_names(page.text)
+    api = client.get(API, params=sent)
+    assert api.status_code == 200 and api.json() == want and api.json()["k"] is None
+    assert client.get(f"{PAGE}.csv", params=sent).status_code == 200
+
+
+def test_form_fields_follow_the_declared_parameters(client: TestClient) -> None:
+    common = {"mode", "detector", "label", "limit"}
+    for mode in disagreement_modes.all_modes():
+        page = client.get(PAGE, params={"mode": mode.name}, headers=HX)
+        assert page.status_code == 200
+        assert page.text.lstrip().startswith('<div id="disagreement-view">')
+        assert field_names(page.text) == common | {p.name for p in mode.params}, mode.name
+        assert str(escape(mode.help)) in page.text
+    consensus = client.get(PAGE, params={"mode": "consensus"}, headers=HX).text
+    assert re.search(r'<select name="detector" id="dq-detector" multiple', consensus)
+    assert 'name="k" id="dq-k" value="" min="1" step="1" placeholder="all"' in consensus
+    threshold = client.get(PAGE, params={"mode": "threshold", "min_confidence": "0.9"}).text
+    assert 'name="min_confidence" id="dq-min_confidence" value="0.9" min="0.0" max="1.0"' in (
+        threshold
+    )
+    assert not re.search(r'<select name="detector"[^>]* multiple', threshold)
+
+
+def test_detector_choices_follow_the_mode(client: TestClient) -> None:
+    def options(page: str) -> list[str]:
+        select_ = re.search(r'<select name="detector".*?</select>', page, re.S)
+        assert select_ is not None
+        return re.findall(r'<option value="([^"]*)"', select_.group(0))
+
+    scored = client.get(PAGE, params={"mode": "threshold"}).text
+    assert options(scored) == ["", *sorted(REWARDS)]
+    # The reward models' files hold verdicts too, so they are judges as well; o1-mini only is.
+    judges = client.get(PAGE, params={"mode": "judge-orders"}).text
+    assert options(judges)[:2] == ["", O1_MINI_JUDGE] and set(options(judges)) > set(REWARDS)
+    # A judge left selected when switching to a scored mode is left out, not an error.
+    switched = client.get(PAGE, params={"mode": "threshold", "detector": O1_MINI_JUDGE}, headers=HX)
+    assert switched.status_code == 200
+    assert "Left out (this mode does not take them): " + O1_MINI_JUDGE in switched.text
+    assert "Choose a detector" in switched.text and not row_ids(switched.text)
+    # Several detectors left from consensus: a one-detector mode keeps the first.
+    trimmed = client.get(PAGE, params={"mode": "threshold", "detector": REWARDS}, headers=HX)
+    assert trimmed.status_code == 200 and row_ids(trimmed.text)
+    assert f"{REWARD} against" in trimmed.text
+    # An unknown name is not silently dropped: the page says it does not exist.
+    assert client.get(PAGE, params={"detector": "ghost"}).status_code == 404
+
+
+def test_bad_values_are_422_naming_the_parameter(client: TestClient) -> None:
+    bad = client.get(PAGE, params={"detector": REWARD, "min_confidence": "2"}, headers=HX)
+    assert bad.status_code == 422
+    assert bad.text.lstrip().startswith('<section id="results" class="error-box"')
+    assert "min_confidence must lie in [0, 1], got 2.0" in bad.text
+    api = client.get(API, params={"detector": REWARD, "min_confidence": "x"})
+    assert api.status_code == 422
+    assert "min_confidence must be a number" in api.json()["detail"][0]["msg"]
+
+
+def test_openapi_documents_parameters_and_the_response(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    op = spec["paths"][API.replace("judgebench", "{name}")]["get"]
+    params = {p["name"]: p for p in op["parameters"]}
+    assert set(params) >= {"name", "detector", "label", "mode", "positive", "limit"}
+    for mode in disagreement_modes.all_modes():
+        assert mode.name in params["mode"]["schema"]["enum"]
+        for p in mode.params:
+            assert mode.name in params[p.name]["description"]
+    assert params["min_confidence"]["schema"] == {"type": "number", "minimum": 0.0, "maximum": 1.0}
+    ref = op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    model = spec["components"]["schemas"][ref.rsplit("/", 1)[1]]
+    assert set(model["properties"]) >= {"benchmark", "mode", "detectors", "total", "items", "k"}
+
+
+def test_queue_source_parses_the_page_query(loaded: sessionmaker[Session]) -> None:
+    with loaded() as session:
+        bench = session.scalar(select(Benchmark).where(Benchmark.name == "judgebench"))
+        assert bench is not None
+        want = disagreements(session, "judgebench", [REWARD], min_confidence=0.9, limit=200)
+        query = f"detector={REWARD}&mode=threshold&min_confidence=0.9&k=3&judge=&limit="
+        ids, label = disagreement_ids(session, bench, query)
+    assert want.items and ids == [d.instance_id for d in want.items] and label == "reference"
+
+
+def test_instance_info_reads_any_number_of_ids(
+    loaded: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with loaded() as session:
+        bench = session.scalar(select(Benchmark).where(Benchmark.name == "judgebench"))
+        assert bench is not None
+        whole = disagreements(session, "judgebench", [O1_MINI_JUDGE], mode="judge-orders")
+        # More ids than PostgreSQL takes bound parameters in one statement.
+        ids = [*range(-70_000, 0), *(d.instance_id for d in whole.items)]
+        info = inputs.instance_info(session, bench, ids, "reference")
+        assert {iid for iid in info} == {d.instance_id for d in whole.items}
+        monkeypatch.setattr(inputs, "ID_CHUNK", 7)
+        chunked = disagreements(session, "judgebench", [O1_MINI_JUDGE], mode="judge-orders")
+    assert len(whole.items) == 110 and chunked.as_dict() == whole.as_dict()
