@@ -34,3 +34,87 @@ document.addEventListener("htmx:configRequest", function (ev) {
     ev.detail.headers["X-CSRF-Token"] = meta.content;
   }
 });
+
+// A failed htmx request (an error status, no answer, or a form the browser refused to send)
+// shows its reason in the page's error region (base.html) instead of leaving the page
+// unchanged. The text is the server's message (the error page's title and items, or a JSON
+// "detail"), always set as text. Dismiss hides it; so does the next success of the same element.
+(function () {
+  "use strict";
+  var failed = null;
+  function region() { return document.getElementById("request-error"); }
+  function show(elt, title, text) {
+    var box = region();
+    if (!box) { return; }
+    box.querySelector(".request-error-title").textContent = title;
+    box.querySelector(".request-error-text").textContent = text;
+    box.hidden = false;
+    failed = elt;
+  }
+  function hide() {
+    var box = region();
+    if (box) { box.hidden = true; }
+    failed = null;
+  }
+  function clip(text) {
+    text = text.replace(/\s+/g, " ").trim();
+    return text.length > 600 ? text.slice(0, 600) + "…" : text;
+  }
+  function fromJson(body) {
+    try {
+      var detail = JSON.parse(body).detail;
+      if (typeof detail === "string") { return detail; }
+      if (Array.isArray(detail)) {
+        return detail.map(function (d) { return d && d.msg ? d.msg : String(d); }).join("; ");
+      }
+    } catch (e) { /* not JSON after all: fall through to the text */ }
+    return "";
+  }
+  // {title, text} of an error answer.
+  function reasonOf(xhr) {
+    var status = xhr.status + (xhr.statusText ? " " + xhr.statusText : "");
+    var type = xhr.getResponseHeader("Content-Type") || "";
+    var body = xhr.responseText || "";
+    if (type.indexOf("json") >= 0) {
+      return { title: status, text: fromJson(body) };
+    }
+    if (type.indexOf("html") >= 0) {
+      var doc = new DOMParser().parseFromString(body, "text/html");
+      var box = doc.querySelector(".error-box");
+      if (box) {
+        var head = box.querySelector("h1, h2");
+        var items = Array.prototype.map.call(box.querySelectorAll("li"), function (li) {
+          return li.textContent.trim();
+        });
+        return {
+          title: head ? clip(head.textContent) : status,
+          text: clip(items.length ? items.join("; ") : box.textContent)
+        };
+      }
+      return { title: status, text: clip(doc.body ? doc.body.textContent : "") };
+    }
+    return { title: status, text: clip(body) };
+  }
+  document.addEventListener("htmx:responseError", function (ev) {
+    var reason = reasonOf(ev.detail.xhr);
+    show(ev.detail.elt, reason.title + ":", reason.text || "the server gave no reason.");
+  });
+  document.addEventListener("htmx:sendError", function (ev) {
+    show(ev.detail.elt, "Request failed:", "the server could not be reached. Try again.");
+  });
+  document.addEventListener("htmx:timeout", function (ev) {
+    show(ev.detail.elt, "Request failed:", "the server did not answer in time. Try again.");
+  });
+  document.addEventListener("htmx:validation:halted", function (ev) {
+    var errors = (ev.detail && ev.detail.errors) || [];
+    show(ev.detail.elt, "Not sent:", errors.map(function (e) {
+      return (e.elt && e.elt.name ? e.elt.name + ": " : "") + e.message;
+    }).join("; ") || "a field is invalid.");
+  });
+  document.addEventListener("htmx:afterRequest", function (ev) {
+    if (ev.detail.successful && failed !== null && ev.detail.elt === failed) { hide(); }
+  });
+  document.addEventListener("click", function (ev) {
+    if (ev.target.closest && ev.target.closest(".request-error-close")) { hide(); }
+  });
+})();

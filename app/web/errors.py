@@ -1,4 +1,8 @@
-"""Map domain and HTTP errors to responses: JSON under ``/api``, an HTML page elsewhere."""
+"""Map domain and HTTP errors to responses: JSON under ``/api``, an HTML page elsewhere.
+
+htmx requests get the page's error fragment, whose title and items ``static/app.js`` shows in
+the error region of every page.
+"""
 
 from __future__ import annotations
 
@@ -112,6 +116,15 @@ def _forbidden(request: Request, exc: Exception) -> Response:
     return _html_error(request, 403, "Forbidden", [exc.message])
 
 
+def _server_error(request: Request, exc: Exception) -> Response:
+    # Anything unexpected: the details go to the server's log (the exception is re-raised
+    # after this answer), the page or htmx's error region gets a readable sentence.
+    message = "The server failed on this request; its log has the details."
+    if _wants_json(request):
+        return JSONResponse({"detail": message}, status_code=500)
+    return _html_error(request, 500, "Server error", [message])
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers on ``app``."""
     app.add_exception_handler(NotSignedIn, _not_signed_in)
@@ -122,3 +135,4 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Conflict, _conflict)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _server_error)
