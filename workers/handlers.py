@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.answering.params import ANSWER_CHOICES_JOB
 from app.ingest.lie_jobs import BUILD_DATASET_JOB, build_dataset
 from app.judging.params import JUDGE_JOB
+from workers.choice_job import run_answer_choices
 from workers.extract_job import EXTRACT_JOB, run_extract_job
 from workers.judge_job import run_judge_job
 from workers.probe_jobs import (
@@ -33,4 +35,5 @@ HANDLERS: dict[str, Handler] = {
     FIT_LIE_PROBE_JOB: run_fit_lie_probe,
     APPLY_PROBE_JOB: run_apply_probe,
     BUILD_DATASET_JOB: run_build_dataset,
+    ANSWER_CHOICES_JOB: run_answer_choices,
 }

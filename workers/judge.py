@@ -19,6 +19,7 @@ import numpy as np
 
 from app.judging.protocol import SLOTS, VERDICT_PREFIX, parse_output, strip_verdict_tail
 from workers.capture import LayerRecorder, decoder_blocks, validate_layers
+from workers.label_tokens import single_token_ids
 
 if TYPE_CHECKING:
     import torch
@@ -71,19 +72,10 @@ def verdict_tokens(tokenizer: PreTrainedTokenizerBase) -> VerdictTokens:
         If a label is split into several tokens or merges with the prefix.
 
     """
-    prefix = list(tokenizer(VERDICT_PREFIX, add_special_tokens=False)["input_ids"])
-    tables: dict[str, dict[str, int]] = {"spaced": {}, "bare": {}}
+    tables: dict[str, dict[str, int]] = {}
     for kind, sep in (("spaced", " "), ("bare", "")):
-        for slot in SLOTS:
-            ids = list(
-                tokenizer(VERDICT_PREFIX + sep + slot, add_special_tokens=False)["input_ids"]
-            )
-            if ids[: len(prefix)] != prefix or len(ids) != len(prefix) + 1:
-                raise ValueError(
-                    f"verdict label {sep + slot!r} is not a single token after {VERDICT_PREFIX!r} "
-                    f"for this tokenizer ({ids}); choose other labels"
-                )
-            tables[kind][slot] = ids[-1]
+        prefix, ids = single_token_ids(tokenizer, VERDICT_PREFIX, [sep + slot for slot in SLOTS])
+        tables[kind] = dict(zip(SLOTS, ids, strict=True))
     if len(set(tables["spaced"].values()) | set(tables["bare"].values())) != 4:
         raise ValueError("verdict labels A and B share a token")
     return VerdictTokens(spaced=tables["spaced"], bare=tables["bare"], prefix=prefix)

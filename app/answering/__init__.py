@@ -1,0 +1,1 @@
+"""A local model answering multiple-choice items: parameters, prompts and store bookkeeping."""
