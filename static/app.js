@@ -112,7 +112,9 @@ document.addEventListener("htmx:configRequest", function (ev) {
     }).join("; ") || "a field is invalid.");
   });
   document.addEventListener("htmx:afterRequest", function (ev) {
-    if (ev.detail.successful && failed !== null && ev.detail.elt === failed) { hide(); }
+    // requestConfig.elt is the element that asked, even when its answer replaced it.
+    var asked = ev.detail.requestConfig ? ev.detail.requestConfig.elt : ev.detail.elt;
+    if (ev.detail.successful && failed !== null && asked === failed) { hide(); }
   });
   document.addEventListener("click", function (ev) {
     if (ev.target.closest && ev.target.closest(".request-error-close")) { hide(); }

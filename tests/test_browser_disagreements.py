@@ -1,0 +1,182 @@
+"""Headless Chromium on the disagreements form: every mode picked and submitted in the form.
+
+On the bundled JudgeBench data: each mode with its detector(s) (and judge) chosen in the form
+lists ranked rows equal to the API's list for the URL the page pushed; switching from
+consensus with k filled to threshold still lists rows; a failing htmx request (a bad value, an
+unreachable server) shows its reason in the page's error region.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from app import migrate
+from app.db import make_engine, session_factory, transaction
+from app.ingest.judgebench import import_judgebench
+from app.settings import Settings
+from tests.auth_support import signed_in_context
+from tests.live_server import live_server
+from tests.test_browser import browser
+from tests.test_ingest_helpers import O1_MINI, O1_MINI_JUDGE, PAIRS_GPT4O, REWARD_OUTPUTS
+
+pytest.importorskip("playwright.sync_api")
+
+pytestmark = pytest.mark.browser
+
+__all__ = ["browser"]  # the shared Chromium fixture, imported so pytest finds it here
+
+REWARDS = [
+    "reward_model/Skywork_Skywork-Reward-Gemma-2-27B",
+    "reward_model/Skywork_Skywork-Reward-Llama-3.1-8B",
+    "reward_model/internlm_internlm2-7b-reward",
+]
+PATH = "/benchmarks/judgebench/disagreements"
+SHOTS = Path("/tmp")
+
+
+@pytest.fixture(scope="module")
+def browser_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return Settings(data_dir=tmp_path_factory.mktemp("browser-disagreements"))
+
+
+@pytest.fixture(scope="module")
+def base_url(browser_settings: Settings) -> Iterator[str]:
+    """A server on its own SQLite store holding JudgeBench (GPT-4o pairs, o1-mini, 3 RMs)."""
+    engine = make_engine(browser_settings)
+    migrate.upgrade(engine)
+    with transaction(session_factory(engine)) as session:
+        import_judgebench(session, [PAIRS_GPT4O], outputs=[O1_MINI, *REWARD_OUTPUTS])
+    engine.dispose()
+    with live_server(browser_settings) as url:
+        yield url
+
+
+@pytest.fixture
+def page(browser: Any, base_url: str, browser_settings: Settings) -> Iterator[tuple[Any, list]]:
+    context = signed_in_context(
+        browser, base_url, browser_settings, viewport={"width": 1400, "height": 1000}
+    )
+    pg = context.new_page()
+    pg.set_default_timeout(15_000)
+    errors: list[str] = []
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(f"{base_url}{PATH}")
+    yield pg, errors
+    context.close()
+
+
+def swap(pg: Any, action: Callable[[], None]) -> None:
+    """Do ``action`` in the form and wait until htmx has swapped in the answer."""
+    with pg.expect_response(lambda r: PATH in r.url and r.request.method == "GET"):
+        action()
+    pg.wait_for_function("() => document.querySelector('.htmx-request') === null")
+
+
+def rows(pg: Any) -> list[str]:
+    return [str(t) for t in pg.locator("table.disagreements td.id a").all_inner_texts()]
+
+
+def api_rows(pg: Any, base_url: str) -> list[str]:
+    """The API's list for the query string the page pushed into the address bar."""
+    query = urlsplit(pg.url).query
+    answer = pg.context.request.get(f"{base_url}/api{PATH}?{query}")
+    assert answer.ok, answer.text()
+    return [item["external_id"] for item in answer.json()["items"]]
+
+
+CASES = [
+    ("threshold", REWARDS[0], None),
+    ("cleanlab", REWARDS[1], None),
+    ("consensus", REWARDS, None),
+    ("judge-orders", O1_MINI_JUDGE, None),
+    ("detector-vs-judge", REWARDS[0], O1_MINI_JUDGE),
+]
+
+
+@pytest.mark.parametrize(("mode", "detector", "judge"), CASES, ids=[c[0] for c in CASES])
+def test_each_mode_from_the_form_lists_ranked_rows(
+    page: tuple[Any, list[str]],
+    base_url: str,
+    mode: str,
+    detector: str | list[str],
+    judge: str | None,
+) -> None:
+    pg, errors = page
+    swap(pg, lambda: pg.select_option("#dq-mode", mode))
+    assert pg.locator("#results").inner_text().startswith("Choose a detector")
+    # The form now shows this mode's own fields.
+    assert (pg.locator("#dq-k").count() == 1) is (mode == "consensus")
+    assert (pg.locator("#dq-judge").count() == 1) is (mode == "detector-vs-judge")
+    multiple = pg.locator("#dq-detector").get_attribute("multiple")
+    assert (multiple is not None) is (mode == "consensus")
+    swap(pg, lambda: pg.select_option("#dq-detector", detector))
+    if judge is not None:
+        assert rows(pg) == []  # the judge is still missing
+        swap(pg, lambda: pg.select_option("#dq-judge", judge))
+    swap(pg, lambda: pg.click("#disagreement-filters button[type=submit]"))
+    listed = rows(pg)
+    assert listed, f"{mode}: no rows"
+    assert f"mode={mode}" in pg.url
+    assert listed == api_rows(pg, base_url)
+    assert pg.locator("#request-error").is_hidden()
+    if mode == "consensus":
+        pg.screenshot(path=str(SHOTS / "appellate-disagreements-form.png"), full_page=False)
+    assert errors == []
+
+
+def test_threshold_after_consensus_with_k_lists_rows(
+    page: tuple[Any, list[str]], base_url: str
+) -> None:
+    pg, errors = page
+    swap(pg, lambda: pg.select_option("#dq-mode", "consensus"))
+    swap(pg, lambda: pg.select_option("#dq-detector", REWARDS))
+    pg.fill("#dq-k", "2")
+    swap(pg, lambda: pg.click("#disagreement-filters button[type=submit]"))
+    assert "k=2" in pg.url and pg.locator("#dq-k").input_value() == "2"
+    consensus = rows(pg)
+    assert consensus
+    # Switch to threshold with k (and three detectors) still in the form.
+    swap(pg, lambda: pg.select_option("#dq-mode", "threshold"))
+    listed = rows(pg)
+    assert listed and listed != consensus
+    assert "k=" not in pg.url and pg.locator("#dq-k").count() == 0
+    assert pg.locator("#dq-detector").input_value() == REWARDS[0]
+    assert listed == api_rows(pg, base_url)
+    swap(pg, lambda: pg.click("#disagreement-filters button[type=submit]"))
+    assert rows(pg) == listed and pg.locator("#request-error").is_hidden()
+    assert errors == []
+
+
+def test_a_failing_request_shows_its_error(page: tuple[Any, list[str]]) -> None:
+    pg, _ = page
+    swap(pg, lambda: pg.select_option("#dq-detector", REWARDS[0]))
+    before = rows(pg)
+    assert before
+    region = pg.locator("#request-error")
+    assert region.is_hidden()
+    # An out-of-range cut: the server answers 422 and says why; the list stays.
+    pg.fill("#dq-min_confidence", "2")
+    swap(pg, lambda: pg.press("#dq-min_confidence", "Enter"))
+    assert region.is_visible()
+    assert "min_confidence must lie in [0, 1], got 2.0" in region.inner_text()
+    assert "422" in region.locator(".request-error-title").inner_text()
+    assert rows(pg) == before
+    pg.screenshot(path=str(SHOTS / "appellate-htmx-error.png"), full_page=False)
+    pg.click(".request-error-close")
+    assert region.is_hidden()
+    # No answer at all (the server unreachable): the region says so.
+    pg.route(f"**{PATH}?*", lambda route: route.abort())
+    pg.fill("#dq-min_confidence", "0.9")
+    pg.press("#dq-min_confidence", "Enter")
+    pg.wait_for_selector("#request-error:not([hidden])")
+    assert "could not be reached" in region.inner_text()
+    pg.unroute(f"**{PATH}?*")
+    # The next answer from the same form clears it.
+    swap(pg, lambda: pg.click("#disagreement-filters button[type=submit]"))
+    assert region.is_hidden() and rows(pg)
