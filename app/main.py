@@ -75,10 +75,10 @@ def create_app(settings: Settings) -> FastAPI:
         probes_pages.router,
         jobs_pages.api_router,
         api.router,
+        report_pages.router,
     ):
         app.include_router(router, dependencies=[RequireReviewer])
     app.include_router(account_pages.router)
-    app.include_router(report_pages.router)
     # Review routes check their own roles: annotators work here.
     app.include_router(review_pages.router)
     app.include_router(review_pages.api_router)

@@ -105,9 +105,5 @@ def role_command(
     role: Annotated[Role, typer.Argument(help="annotator, reviewer or admin.")],
 ) -> None:
     """Change a user's role."""
-
-    def work(session: Session) -> None:
-        users.get_user(session, name).role = role.value
-
-    in_store(work)
+    in_store(lambda session: users.set_role(session, name, role.value))
     typer.echo(f"{name} is now {role.value}")

@@ -14,22 +14,17 @@ from sqlalchemy.orm import Session
 
 from app.cli_support import in_store
 from app.ingest.lie_cli import lie_app
-from app.services import jobs
-from app.services.benchmarks import get_benchmark
-from app.services.language_models import get_language_model
 from app.services.lie_variants import LIE_VARIANTS, lie_extract_spec
-from app.services.metrics import get_detector
-from app.services.probe_store import list_probes
-from app.tables import Job
-from workers.jobs_cli import submit
-from workers.probe_jobs import (
+from app.services.probe_requests import (
     APPLY_PROBE_JOB,
     FIT_LIE_PROBE_JOB,
     FIT_PROBE_JOB,
-    ApplyParams,
-    FitFlipParams,
-    FitLieParams,
+    queue_probe_job,
 )
+from app.services.probe_store import list_probes
+from app.tables import Job
+from workers.jobs_cli import submit
+from workers.probe_jobs import ApplyParams, FitFlipParams, FitLieParams
 
 probe_app = typer.Typer(no_args_is_help=True, help="Fit, apply and list probes.")
 probe_app.add_typer(lie_app, name="data")
@@ -52,10 +47,10 @@ def fit(
     """Flip probe of a judge (nested grouped CV), its baselines, and a frozen copy for transfer."""
 
     def enqueue(session: Session) -> Job:
-        get_benchmark(session, benchmark)
-        get_detector(session, judge)
         params = FitFlipParams(benchmark, judge, activation_set, seed=seed)
-        return jobs.enqueue(session, FIT_PROBE_JOB, params.__dict__)
+        return queue_probe_job(
+            session, FIT_PROBE_JOB, params.__dict__, benchmark=benchmark, detector=judge
+        )
 
     submit(enqueue, wait, device)
 
@@ -80,11 +75,11 @@ def fit_lie(
     wanted = [int(x) for x in layers.split(",")] if layers else None
 
     def enqueue(session: Session) -> Job:
-        get_benchmark(session, benchmark)
-        get_language_model(session, model)
         spec = lie_extract_spec(variant, model, wanted)
         params = FitLieParams(benchmark, name, spec, label=label, seed=seed)
-        return jobs.enqueue(session, FIT_LIE_PROBE_JOB, params.__dict__)
+        return queue_probe_job(
+            session, FIT_LIE_PROBE_JOB, params.__dict__, benchmark=benchmark, model=model
+        )
 
     submit(enqueue, wait, device)
 
@@ -104,9 +99,8 @@ def apply(
     fields = {"text_field": text_field} if text_field else {}
 
     def enqueue(session: Session) -> Job:
-        get_benchmark(session, benchmark)
         params = ApplyParams(probe, benchmark, activation_set, fields)
-        return jobs.enqueue(session, APPLY_PROBE_JOB, params.__dict__)
+        return queue_probe_job(session, APPLY_PROBE_JOB, params.__dict__, benchmark=benchmark)
 
     submit(enqueue, wait, device)
 

@@ -20,6 +20,11 @@ from app.errors import InvalidInput
 from app.services.activation_sets import get_activation_set
 from app.services.benchmarks import get_benchmark
 from app.services.detectors import ensure_detector
+
+# The job kinds are declared where the dashboard and the CLI queue them (re-exported here).
+from app.services.probe_requests import APPLY_PROBE_JOB as APPLY_PROBE_JOB
+from app.services.probe_requests import FIT_LIE_PROBE_JOB as FIT_LIE_PROBE_JOB
+from app.services.probe_requests import FIT_PROBE_JOB as FIT_PROBE_JOB
 from app.services.probe_store import load_probe, put_detector, save_probe
 from app.services.scores import replace_scores
 from app.stats.probes import (
@@ -37,9 +42,6 @@ from workers.extract_job import ExtractParams, capture_benchmark
 from workers.probe_data import ProbeData, flip_data, labelled_activations
 from workers.runner import JobContext
 
-FIT_PROBE_JOB = "fit_probe"
-FIT_LIE_PROBE_JOB = "fit_lie_probe"
-APPLY_PROBE_JOB = "apply_probe"
 ARTIFACT_FORMAT = "appellate-probe-1"
 
 

@@ -86,6 +86,22 @@ def get_queue(session: Session, queue_id: int) -> ReviewQueue:
     return get_one(session, ReviewQueue, f"no review queue {queue_id}", id=queue_id)
 
 
+def get_queue_for(session: Session, queue_id: int, principal: Principal) -> ReviewQueue:
+    """The queue with id ``queue_id`` if ``principal`` may work in it.
+
+    Raises
+    ------
+    NotFound
+        No such queue.
+    NotAssigned
+        ``principal`` may not work in it (see :func:`may_work`).
+
+    """
+    queue = get_queue(session, queue_id)
+    check_may_work(session, queue, principal)
+    return queue
+
+
 def list_queues(session: Session) -> list[tuple[ReviewQueue, str, int]]:
     """Every queue with its benchmark name and item count, newest first."""
     counts = (

@@ -103,6 +103,45 @@ def get_user(session: Session, name: str) -> User:
     return get_one(session, User, f"no user {name!r}", name=name)
 
 
+def user_of(session: Session, principal: Principal) -> User:
+    """The user row ``principal`` acts as."""
+    return get_one(session, User, f"no user {principal.name!r}", id=principal.user_id)
+
+
+def set_role(
+    session: Session,
+    name: str,
+    role: str,
+    *,
+    active: bool | None = None,
+    changed_by: Principal | None = None,
+) -> User:
+    """Give ``name`` the role ``role`` and, unless ``active`` is None, (de)activate them.
+
+    A deactivated user's sessions and tokens stop working (:func:`principal_for`).
+
+    Raises
+    ------
+    NotFound
+        No such user.
+    InvalidInput
+        An unknown role, or ``changed_by`` changing their own role or deactivating themselves.
+
+    """
+    user = get_user(session, name)
+    if (
+        changed_by is not None
+        and user.id == changed_by.user_id
+        and (role != user.role or active is False)
+    ):
+        raise InvalidInput("you cannot change your own role or deactivate yourself", field="role")
+    user.role = check_role(role).value
+    if active is not None:
+        user.active = active
+    session.flush()
+    return user
+
+
 def list_users(session: Session) -> list[User]:
     """Every user, by name."""
     return list(session.scalars(select(User).order_by(User.name)))

@@ -10,11 +10,11 @@ from typing import Annotated
 from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Form, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, Response
 
 from app.db import transaction
-from app.errors import InvalidInput
 from app.services import users
+from app.services.users import Principal
 from app.tables import Role, TokenKind, User
 from app.web.auth import (
     LOGIN_CSRF_COOKIE,
@@ -22,12 +22,14 @@ from app.web.auth import (
     Admin,
     Annotator,
     Forbidden,
+    RequireAdmin,
     is_https,
 )
 from app.web.deps import StoreDep
+from app.web.responses import redirect_after_post
 from app.web.templating import render
 
-router = APIRouter()
+router = APIRouter(include_in_schema=False)
 
 # Password guessing: after this many failures for one name within the window, that name is
 # refused (429) until the window has passed. Kept per process: with several server processes
@@ -104,7 +106,7 @@ def _start_session(request: Request, store: StoreDep, user: User, target: str) -
     if target == "/" and user.role == Role.annotator:
         # The dashboard shows labels and scores; an annotator's home is their review queues.
         target = "/queues"
-    response = RedirectResponse(target, status_code=303)
+    response = redirect_after_post(request, target)
     response.set_cookie(
         SESSION_COOKIE,
         secret,
@@ -188,13 +190,13 @@ def logout(request: Request, store: StoreDep, principal: Annotator) -> Response:
     """End this browser session."""
     with transaction(store.factory) as session:
         users.revoke_token(session, principal.token_id, user_id=principal.user_id)
-    response = RedirectResponse("/login", status_code=303)
+    response = redirect_after_post(request, "/login")
     response.delete_cookie(SESSION_COOKIE)
     return response
 
 
 def _account_page(
-    request: Request, store: StoreDep, principal: Annotator, new_token: str | None = None
+    request: Request, store: StoreDep, principal: Principal, new_token: str | None = None
 ) -> HTMLResponse:
     with transaction(store.factory) as session:
         tokens = users.api_tokens(session, principal.user_id)
@@ -218,10 +220,8 @@ def set_password(
 ) -> Response:
     """Set your password; every browser session (this one included) ends."""
     with transaction(store.factory) as session:
-        user = session.get(User, principal.user_id)
-        assert user is not None
-        users.set_password(session, user, password)
-    response = RedirectResponse("/login", status_code=303)
+        users.set_password(session, users.user_of(session, principal), password)
+    response = redirect_after_post(request, "/login")
     response.delete_cookie(SESSION_COOKIE)
     return response
 
@@ -235,8 +235,7 @@ def new_api_token(
 ) -> HTMLResponse:
     """Issue an API token; its secret is shown on this page once."""
     with transaction(store.factory) as session:
-        user = session.get(User, principal.user_id)
-        assert user is not None
+        user = users.user_of(session, principal)
         secret, _ = users.issue_token(session, user, TokenKind.api, label=label)
     return _account_page(request, store, principal, new_token=secret)
 
@@ -248,7 +247,7 @@ def revoke_api_token(
     """Revoke one of your API tokens."""
     with transaction(store.factory) as session:
         users.revoke_token(session, token_id, user_id=principal.user_id)
-    return RedirectResponse("/account", status_code=303)
+    return redirect_after_post(request, "/account")
 
 
 def _users_page(
@@ -261,8 +260,8 @@ def _users_page(
     return render(request, "users.html", {"users": rows, "link": link})
 
 
-@router.get("/admin/users", response_class=HTMLResponse)
-def users_page(request: Request, store: StoreDep, principal: Admin) -> HTMLResponse:
+@router.get("/admin/users", response_class=HTMLResponse, dependencies=[RequireAdmin])
+def users_page(request: Request, store: StoreDep) -> HTMLResponse:
     """Every user, with forms to add one, change a role and send a sign-in link."""
     return _users_page(request, store)
 
@@ -272,11 +271,10 @@ def signin_link_url(request: Request, secret: str) -> str:
     return str(request.base_url).rstrip("/") + f"/signin/{secret}"
 
 
-@router.post("/admin/users", response_class=HTMLResponse)
+@router.post("/admin/users", response_class=HTMLResponse, dependencies=[RequireAdmin])
 def add_user(
     request: Request,
     store: StoreDep,
-    principal: Admin,
     name: Annotated[str, Form()],
     role: Annotated[str, Form()],
 ) -> HTMLResponse:
@@ -287,8 +285,8 @@ def add_user(
     return _users_page(request, store, link=(name.strip(), signin_link_url(request, secret)))
 
 
-@router.post("/admin/users/{name}/link", response_class=HTMLResponse)
-def new_signin_link(request: Request, name: str, store: StoreDep, principal: Admin) -> Response:
+@router.post("/admin/users/{name}/link", response_class=HTMLResponse, dependencies=[RequireAdmin])
+def new_signin_link(request: Request, name: str, store: StoreDep) -> Response:
     """A fresh one-time sign-in link for a user (e.g. a forgotten password)."""
     with transaction(store.factory) as session:
         user = users.get_user(session, name)
@@ -307,11 +305,5 @@ def change_role(
 ) -> Response:
     """Change a user's role, or deactivate them (every session and token stops working)."""
     with transaction(store.factory) as session:
-        user = users.get_user(session, name)
-        if user.id == principal.user_id and (role != user.role or not active):
-            raise InvalidInput(
-                "you cannot change your own role or deactivate yourself", field="role"
-            )
-        user.role = users.check_role(role).value
-        user.active = active
-    return RedirectResponse("/admin/users", status_code=303)
+        users.set_role(session, name, role, active=active, changed_by=principal)
+    return redirect_after_post(request, "/admin/users")

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Request
 from pydantic import BaseModel, Field
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, Response
 
 from app.db import transaction
 from app.judging.params import JudgeParams, default_mode, enqueue_judge
@@ -16,7 +16,8 @@ from app.services.benchmarks import get_benchmark
 from app.services.language_models import list_language_models
 from app.tables import Job
 from app.web.deps import StoreDep
-from app.web.templating import is_fragment_request, render
+from app.web.responses import redirect_after_post
+from app.web.templating import render
 
 router = APIRouter(include_in_schema=False)
 api_router = APIRouter(prefix="/api", tags=["jobs"])
@@ -58,13 +59,6 @@ class JudgeRequest(BaseModel):
     verify: int = 0
     system: str = DEFAULT_SYSTEM
     template: str = DEFAULT_TEMPLATE
-
-
-def redirect_after_post(request: Request, url: str) -> Response:
-    """After a POST: ``HX-Redirect`` for htmx, a 303 otherwise."""
-    if is_fragment_request(request):
-        return Response(status_code=204, headers={"HX-Redirect": url})
-    return RedirectResponse(url, status_code=303)
 
 
 def _queue(store: StoreDep, name: str, body: JudgeRequest) -> Job:

@@ -2,112 +2,62 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Form, Request
 from markupsafe import Markup
-from sqlalchemy import select
 from starlette.responses import HTMLResponse, Response
 
 from app.db import transaction
 from app.errors import InvalidInput
-from app.ingest.lie_jobs import BUILD_DATASET_JOB, BUILDERS
-from app.services import jobs
-from app.services.benchmarks import get_benchmark
-from app.services.language_models import get_language_model, list_language_models
+from app.ingest.lie_jobs import BUILDERS
+from app.services import probe_views
 from app.services.lie_variants import LIE_VARIANTS, lie_extract_spec
-from app.services.metrics import get_detector
-from app.services.probe_store import list_probes
-from app.tables import Benchmark, Detector
+from app.services.probe_requests import (
+    APPLY_PROBE_JOB,
+    FIT_LIE_PROBE_JOB,
+    FIT_PROBE_JOB,
+    queue_dataset_build,
+    queue_probe_job,
+)
+from app.services.probe_views import LayerCurve
+from app.tables import Job
 from app.web.deps import StoreDep
-from app.web.jobs_pages import redirect_after_post
+from app.web.responses import redirect_after_post
 from app.web.svg_plots import layer_plot
 from app.web.templating import render
 
 router = APIRouter(include_in_schema=False)
 
-FIT_PROBE_JOB, FIT_LIE_PROBE_JOB, APPLY_PROBE_JOB = "fit_probe", "fit_lie_probe", "apply_probe"
 
-
-def _curve(detector: Detector) -> Markup | None:
-    """Validation AUROC by layer (lie probes) or each fold's best inner Brier by layer (flip)."""
-    d = detector.details or {}
-    layers = d.get("layers") or []
-    if d.get("validation_auroc") and layers:
-        return layer_plot(
-            "layer-curve", f"validation AUROC by layer: {detector.name}", layers,
-            [("validation AUROC", d["validation_auroc"])],
-            y_label="validation AUROC", marked=d.get("layer"),
-        )  # fmt: skip
-    folds = [f for f in d.get("folds", []) if f.get("inner_brier")]
-    if folds and layers:
-        series = [(f"fold {f['fold']}", [min(row) for row in f["inner_brier"]]) for f in folds]
-        return layer_plot(
-            "layer-curve", f"inner-fold Brier by layer: {detector.name}", layers, series,
-            y_label="best inner Brier",
-        )  # fmt: skip
-    return None
-
-
-def _card(detector: Detector) -> dict[str, Any]:
-    d = detector.details or {}
-    bench = d.get("benchmark") or d.get("source_benchmark")
-    label = d.get("label") or (f"flip:{d['judge']}" if d.get("judge") else None)
-    return {
-        "name": detector.name,
-        "kind": detector.kind,
-        "details": d,
-        "benchmark": bench,
-        "label": label,
-        "curve": _curve(detector),
-        "frozen": bool(d.get("artifact")),
-    }
+def _plot(curve: LayerCurve | None) -> Markup | None:
+    if curve is None:
+        return None
+    return layer_plot(
+        "layer-curve", curve.title, curve.layers, curve.series,
+        y_label=curve.y_label, marked=curve.marked,
+    )  # fmt: skip
 
 
 @router.get("/probes", response_class=HTMLResponse)
 def probes_page(request: Request, store: StoreDep) -> HTMLResponse:
     """Probes and baselines, newest fits first, with the fit and apply forms."""
     with transaction(store.factory) as session:
-        cards = [_card(d) for d in list_probes(session)]
-        benchmarks = list(session.scalars(select(Benchmark).order_by(Benchmark.name)))
-        judges = list(
-            session.scalars(
-                select(Detector.name).where(Detector.kind == "judge").order_by(Detector.name)
-            )
-        )
-        models = [m.name for m in list_language_models(session)]
+        page = probe_views.probes_page(session)
     context = {
-        "cards": cards,
-        "benchmarks": benchmarks,
-        "judges": judges,
-        "models": models,
+        "cards": [{**vars(card), "curve": _plot(card.curve)} for card in page.cards],
+        "benchmarks": page.benchmarks,
+        "judges": page.judges,
+        "models": page.models,
         "variants": LIE_VARIANTS,
-        "frozen": [c["name"] for c in cards if c["frozen"]],
+        "frozen": page.frozen,
         "builders": list(BUILDERS),
     }
     return render(request, "probes.html", context)
 
 
-def _queue(
-    request: Request,
-    store: StoreDep,
-    kind: str,
-    params: dict[str, Any],
-    *,
-    benchmark: str | None = None,
-    detector: str | None = None,
-    model: str | None = None,
-) -> Response:
-    """Check that the named benchmark, detector and model exist, queue the job, go to its page."""
-    with transaction(store.write_factory) as session:
-        if benchmark is not None:
-            get_benchmark(session, benchmark)
-        if detector is not None:
-            get_detector(session, detector)
-        if model is not None:
-            get_language_model(session, model)
-        job_id = jobs.enqueue(session, kind, params).id
-    return redirect_after_post(request, f"/jobs/{job_id}")
+def _queued(request: Request, job: Job) -> Response:
+    return redirect_after_post(request, f"/jobs/{job.id}")
 
 
 @router.post("/probes/fit")
@@ -119,7 +69,9 @@ def fit_flip(
 ) -> Response:
     """Queue the flip probe of a judge on a benchmark (with baselines and a frozen copy)."""
     params = {"benchmark": benchmark, "judge": judge}
-    return _queue(request, store, FIT_PROBE_JOB, params, benchmark=benchmark, detector=judge)
+    with transaction(store.write_factory) as session:
+        job = queue_probe_job(session, FIT_PROBE_JOB, params, benchmark=benchmark, detector=judge)
+    return _queued(request, job)
 
 
 @router.post("/probes/fit-lie")
@@ -139,15 +91,17 @@ def fit_lie(
         raise InvalidInput("comma-separated layer numbers", field="layers") from None
     spec = lie_extract_spec(variant, model, wanted)
     params = {"benchmark": benchmark, "name": name, "extract": spec}
-    return _queue(request, store, FIT_LIE_PROBE_JOB, params, benchmark=benchmark, model=model)
+    with transaction(store.write_factory) as session:
+        job = queue_probe_job(session, FIT_LIE_PROBE_JOB, params, benchmark=benchmark, model=model)
+    return _queued(request, job)
 
 
 @router.post("/probes/datasets")
 def build_datasets(request: Request, store: StoreDep, builder: Annotated[str, Form()]) -> Response:
     """Queue one of the lie-detector dataset builders (bundled data, default options)."""
-    if builder not in BUILDERS:
-        raise InvalidInput(f"must be one of {', '.join(BUILDERS)}", field="builder")
-    return _queue(request, store, BUILD_DATASET_JOB, {"builder": builder})
+    with transaction(store.write_factory) as session:
+        job = queue_dataset_build(session, builder)
+    return _queued(request, job)
 
 
 @router.post("/probes/apply")
@@ -159,4 +113,6 @@ def apply_probe(
 ) -> Response:
     """Queue scoring a benchmark with a frozen probe."""
     params = {"probe": probe, "benchmark": benchmark}
-    return _queue(request, store, APPLY_PROBE_JOB, params, benchmark=benchmark, detector=probe)
+    with transaction(store.write_factory) as session:
+        job = queue_probe_job(session, APPLY_PROBE_JOB, params, benchmark=benchmark, detector=probe)
+    return _queued(request, job)

@@ -1,7 +1,7 @@
 """The printable defect report of a benchmark and the export downloads (data and changelog).
 
-Reviewers only: the report shows labels, reasons and detector metrics, which annotators in a
-blind queue must not see.
+Reviewers only (the router is included with the reviewer role in ``app.main``): the report
+shows labels, reasons and detector metrics, which annotators in a blind queue must not see.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from app.services.defect_report import defect_report
 from app.services.filter_query import parse_filter_query
 from app.services.labels import label_names
 from app.store import Store
-from app.web.auth import Reviewer
 from app.web.deps import StoreDep
 from app.web.filters import Blank
 from app.web.templating import render
@@ -82,7 +81,6 @@ def report_page(
     request: Request,
     name: str,
     store: StoreDep,
-    principal: Reviewer,
     label: LabelParam = None,
     k: KParam = 2,
     resamples: ResamplesParam = DEFAULT_RESAMPLES,
@@ -127,17 +125,13 @@ ExportQueryDep = Annotated[ExportQuery, Depends(export_query)]
 
 
 @router.get("/benchmarks/{name}/export")
-def export_download(
-    name: str, store: StoreDep, principal: Reviewer, params: ExportQueryDep
-) -> FileResponse:
+def export_download(name: str, store: StoreDep, params: ExportQueryDep) -> FileResponse:
     """The benchmark (or the rows of ``filter``) as a JSONL, CSV or Parquet attachment."""
     return _download(store, name, params, changelog=False)
 
 
 @router.get("/benchmarks/{name}/export/changelog.csv")
-def changelog_download(
-    name: str, store: StoreDep, principal: Reviewer, params: ExportQueryDep
-) -> FileResponse:
+def changelog_download(name: str, store: StoreDep, params: ExportQueryDep) -> FileResponse:
     """The changelog CSV of the export with the same parameters, as an attachment."""
     return _download(store, name, params, changelog=True)
 

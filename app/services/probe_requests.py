@@ -1,0 +1,59 @@
+"""Probe and dataset jobs asked for by name: check that what they name exists, then queue them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.errors import InvalidInput
+from app.ingest.lie_jobs import BUILD_DATASET_JOB, BUILDERS
+from app.services import jobs
+from app.services.benchmarks import get_benchmark
+from app.services.language_models import get_language_model
+from app.services.metrics import get_detector
+from app.tables import Job
+
+FIT_PROBE_JOB = "fit_probe"
+FIT_LIE_PROBE_JOB = "fit_lie_probe"
+APPLY_PROBE_JOB = "apply_probe"
+
+
+def queue_probe_job(
+    session: Session,
+    kind: str,
+    params: dict[str, Any],
+    *,
+    benchmark: str | None = None,
+    detector: str | None = None,
+    model: str | None = None,
+) -> Job:
+    """Queue a ``kind`` job once the named benchmark, detector and model are known to exist.
+
+    Raises
+    ------
+    NotFound
+        One of them does not exist (nothing is queued).
+
+    """
+    if benchmark is not None:
+        get_benchmark(session, benchmark)
+    if detector is not None:
+        get_detector(session, detector)
+    if model is not None:
+        get_language_model(session, model)
+    return jobs.enqueue(session, kind, params)
+
+
+def queue_dataset_build(session: Session, builder: str) -> Job:
+    """Queue one of the lie-detector dataset builders (bundled data, default options).
+
+    Raises
+    ------
+    InvalidInput
+        An unknown builder.
+
+    """
+    if builder not in BUILDERS:
+        raise InvalidInput(f"must be one of {', '.join(BUILDERS)}", field="builder")
+    return jobs.enqueue(session, BUILD_DATASET_JOB, {"builder": builder})

@@ -1,0 +1,90 @@
+"""Review writes that combine several services: a queue built from a page, notes on items."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session
+
+from app.errors import InvalidInput
+from app.services import queues
+from app.services.benchmarks import get_benchmark
+from app.services.comments import add_comment
+from app.services.queue_sources import member_ids
+from app.services.users import Principal
+from app.tables import Benchmark, Comment, Instance, ReviewQueue
+
+
+@dataclass(frozen=True)
+class NewQueue:
+    """A queue to build: which benchmark and source rows, the label set and how to review it."""
+
+    benchmark: str
+    name: str
+    label: str
+    source: str
+    query: str = ""
+    overlap_k: int = 2
+    blind: bool = False
+    instructions: str = ""
+    assignees: Sequence[str] = ()
+
+
+def create_queue_from_source(session: Session, new: NewQueue, created_by: str) -> ReviewQueue:
+    """Freeze the rows ``new.source`` and ``new.query`` select into a new queue.
+
+    Raises
+    ------
+    NotFound
+        No such benchmark.
+    InvalidInput
+        An unknown source, a query that matches nothing, or a setting
+        :func:`app.services.queues.create_queue` refuses.
+
+    """
+    bench = get_benchmark(session, new.benchmark)
+    return queues.create_queue(
+        session,
+        bench,
+        member_ids(session, bench, new.source, new.query),
+        name=new.name,
+        label_name=new.label,
+        source=new.source,
+        query=new.query,
+        overlap_k=new.overlap_k,
+        blind=new.blind,
+        instructions=new.instructions,
+        created_by=created_by,
+        assignees=new.assignees,
+    )
+
+
+def comment_on_item(
+    session: Session, queue: ReviewQueue, instance_id: int, principal: Principal, body: str
+) -> Comment:
+    """Add ``principal``'s note to an item of ``queue`` (InvalidInput if it is not in it)."""
+    if not queues.in_queue(session, queue, instance_id):
+        raise InvalidInput(f"instance {instance_id} is not in this queue", field="item")
+    return add_comment(session, instance_id, principal.name, body)
+
+
+def comment_on_instance(
+    session: Session, instance_id: int, principal: Principal, body: str
+) -> tuple[str, str]:
+    """Add ``principal``'s note to any instance; its benchmark name and external id.
+
+    Raises
+    ------
+    NotFound
+        No such instance.
+    InvalidInput
+        An empty or too long note.
+
+    """
+    add_comment(session, instance_id, principal.name, body)
+    inst = session.get(Instance, instance_id)
+    assert inst is not None
+    bench = session.get(Benchmark, inst.benchmark_id)
+    assert bench is not None
+    return bench.name, inst.external_id

@@ -1,0 +1,162 @@
+"""The blind-review rules in the service: who sees labels, votes, metadata and others' notes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db import transaction
+from app.services import queues, review_views
+from app.services.benchmarks import get_benchmark
+from app.services.queue_sources import member_ids
+from app.services.resolution import ADJUDICATION, VOTE
+from app.services.review_actions import NewQueue, comment_on_item, create_queue_from_source
+from app.services.users import Principal, create_user
+from app.tables import ReviewQueue, Role
+from tests import factories as f
+
+
+@dataclass(frozen=True)
+class World:
+    """A blind and an open queue of the same items; bob voted B on ``item``; both left a note."""
+
+    blind: int
+    open: int
+    item: int
+    n_items: int
+    rita: Principal  # reviewer
+    ann: Principal  # annotator
+    bob: Principal  # annotator
+
+
+def _principal(session: Session, name: str, role: Role) -> Principal:
+    user = create_user(session, name, role.value)
+    return Principal(user.id, user.name, role, token_id=0)
+
+
+@pytest.fixture
+def world(factory: sessionmaker[Session]) -> Iterator[World]:
+    f.seed_benchmarks(factory)
+    with transaction(factory) as session:
+        rita = _principal(session, "rita", Role.reviewer)
+        ann = _principal(session, "ann", Role.annotator)
+        bob = _principal(session, "bob", Role.annotator)
+        ids = {}
+        for blind in (True, False):
+            new = NewQueue(f.PAIRWISE, f"q-{blind}", "reference", "filter", blind=blind)
+            ids[blind] = create_queue_from_source(session, new, rita.name).id
+        n_items = len(member_ids(session, get_benchmark(session, f.PAIRWISE), "filter", ""))
+        # Notes and votes belong to the instance and label set, so both queues show them.
+        queue = queues.get_queue(session, ids[True])
+        item = queues.next_item(session, queue, bob)
+        assert item is not None
+        comment_on_item(session, queue, item, bob, "bob thinks B")
+        comment_on_item(session, queue, item, ann, "ann's own note")
+        version = queues.label_version(session, item, "reference")
+        queues.record(session, queue, item, bob, kind=VOTE, value="B", seen_version=version)
+    yield World(ids[True], ids[False], item, n_items, rita, ann, bob)
+
+
+def _queue(factory: sessionmaker[Session], queue_id: int) -> ReviewQueue:
+    with transaction(factory) as session:
+        return queues.get_queue(session, queue_id)
+
+
+def test_sees_labels_only_reviewers_or_open_queues(
+    world: World, factory: sessionmaker[Session]
+) -> None:
+    blind, open_ = _queue(factory, world.blind), _queue(factory, world.open)
+    assert review_views.sees_labels(blind, world.rita)
+    assert not review_views.sees_labels(blind, world.ann)
+    assert review_views.sees_labels(open_, world.ann)
+
+
+def test_blind_item_view_hides_labels_metadata_and_others_notes(
+    world: World, factory: sessionmaker[Session]
+) -> None:
+    with transaction(factory) as session:
+        queue = queues.get_queue(session, world.blind)
+        ann = review_views.item_view(session, queue, world.item, world.ann)
+        rita = review_views.item_view(session, queue, world.item, world.rita)
+    assert ann.texts and ann.texts == rita.texts
+    assert ann.resolution is None and ann.fields == []
+    assert [c.body for c in ann.comments] == ["ann's own note"]
+    # Counts of votes are no label: both see one standing vote, and ann has not voted.
+    assert (ann.n_votes, ann.own_vote) == (1, None)
+    assert rita.resolution is not None and rita.resolution.votes == {"bob": "B"}
+    assert rita.fields, "reviewers see the payload metadata"
+    assert [c.body for c in rita.comments] == ["bob thinks B", "ann's own note"]
+
+
+def test_open_queue_shows_annotators_everything(
+    world: World, factory: sessionmaker[Session]
+) -> None:
+    with transaction(factory) as session:
+        queue = queues.get_queue(session, world.open)
+        ann = review_views.item_view(session, queue, world.item, world.ann)
+    assert ann.resolution is not None and ann.resolution.votes == {"bob": "B"}
+    assert ann.fields and len(ann.comments) == 2
+
+
+def test_rest_bodies_leave_out_what_blind_mode_hides(
+    world: World, factory: sessionmaker[Session]
+) -> None:
+    with transaction(factory) as session:
+        blind = queues.get_queue(session, world.blind)
+        ann = review_views.item_state(session, blind, world.item, world.ann)
+        bob = review_views.item_state(session, blind, world.item, world.bob)
+        rita = review_views.item_state(session, blind, world.item, world.rita)
+        ann_queue = review_views.queue_summary(session, blind, world.ann)
+        rita_queue = review_views.queue_summary(session, blind, world.rita)
+    basic = {"instance_id", "version", "own_vote", "n_votes"}
+    assert ann.model_dump(exclude_unset=True).keys() == basic
+    assert bob.model_dump(exclude_unset=True) == {
+        "instance_id": world.item,
+        "version": rita.version,
+        "own_vote": "B",
+        "n_votes": 1,
+    }
+    shown = rita.model_dump(exclude_unset=True)
+    assert shown.keys() == basic | {"original", "resolved", "rule", "votes", "adjudication"}
+    assert (shown["votes"], shown["adjudication"]) == ({"bob": "B"}, None)
+    decided = {"adjudicated", "unanimous"}
+    assert not decided & ann_queue.progress.model_dump(exclude_unset=True).keys()
+    assert decided <= rita_queue.progress.model_dump(exclude_unset=True).keys()
+    assert ann_queue.progress.total == rita_queue.progress.total == world.n_items
+
+
+def test_queue_page_gives_item_states_to_reviewers_only(
+    world: World, factory: sessionmaker[Session]
+) -> None:
+    with transaction(factory) as session:
+        version = queues.label_version(session, world.item, "reference")
+        queue = queues.get_queue(session, world.open)
+        queues.record(
+            session, queue, world.item, world.rita,
+            kind=ADJUDICATION, value="A", seen_version=version,
+        )  # fmt: skip
+    with transaction(factory) as session:
+        ann = review_views.queue_page(session, world.open, world.ann)
+        rita = review_views.queue_page(session, world.open, world.rita)
+    assert (ann.items, ann.agreement, ann.comparison) == ([], None, None)
+    assert len(rita.items) == world.n_items and rita.agreement is not None
+    decided = [row for row in rita.items if row.id == world.item]
+    assert decided and decided[0].res is not None and decided[0].res.resolved == "A"
+    assert rita.comparison is not None or rita.comparison_note
+
+
+def test_assigned_queues_are_listed_to_their_annotators_only(
+    world: World, factory: sessionmaker[Session]
+) -> None:
+    with transaction(factory) as session:
+        queues.set_assignees(session, queues.get_queue(session, world.blind), ["bob"])
+    with transaction(factory) as session:
+        ann = [r.queue.id for r in review_views.visible_queues(session, world.ann)]
+        bob = {r.queue.id: r.mine for r in review_views.visible_queues(session, world.bob)}
+        rita = [r.queue.id for r in review_views.visible_queues(session, world.rita)]
+    assert ann == [world.open]
+    assert bob == {world.open: 1, world.blind: 1}
+    assert sorted(rita) == sorted([world.blind, world.open])
