@@ -18,11 +18,14 @@ import pytest
 from app import migrate
 from app.db import make_engine, session_factory, transaction
 from app.ingest.judgebench import import_judgebench
+from app.services.disagreement_modes import DisagreementMode, all_modes
+from app.services.disagreement_query import mode_param_names
 from app.settings import Settings
 from tests.auth_support import signed_in_context
 from tests.live_server import live_server
 from tests.test_browser import browser
-from tests.test_ingest_helpers import O1_MINI, O1_MINI_JUDGE, PAIRS_GPT4O, REWARD_OUTPUTS
+from tests.test_disagreements_web import REWARDS, form_choices
+from tests.test_ingest_helpers import O1_MINI, PAIRS_GPT4O, REWARD_OUTPUTS
 
 pytest.importorskip("playwright.sync_api")
 
@@ -30,11 +33,6 @@ pytestmark = pytest.mark.browser
 
 __all__ = ["browser"]  # the shared Chromium fixture, imported so pytest finds it here
 
-REWARDS = [
-    "reward_model/Skywork_Skywork-Reward-Gemma-2-27B",
-    "reward_model/Skywork_Skywork-Reward-Llama-3.1-8B",
-    "reward_model/internlm_internlm2-7b-reward",
-]
 PATH = "/benchmarks/judgebench/disagreements"
 SHOTS = Path("/tmp")
 
@@ -90,42 +88,33 @@ def api_rows(pg: Any, base_url: str) -> list[str]:
     return [item["external_id"] for item in answer.json()["items"]]
 
 
-CASES = [
-    ("threshold", REWARDS[0], None),
-    ("cleanlab", REWARDS[1], None),
-    ("consensus", REWARDS, None),
-    ("judge-orders", O1_MINI_JUDGE, None),
-    ("detector-vs-judge", REWARDS[0], O1_MINI_JUDGE),
-]
+MODES = all_modes()
 
 
-@pytest.mark.parametrize(("mode", "detector", "judge"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])
 def test_each_mode_from_the_form_lists_ranked_rows(
-    page: tuple[Any, list[str]],
-    base_url: str,
-    mode: str,
-    detector: str | list[str],
-    judge: str | None,
+    page: tuple[Any, list[str]], base_url: str, mode: DisagreementMode
 ) -> None:
+    detectors, judges = form_choices(mode)
     pg, errors = page
-    swap(pg, lambda: pg.select_option("#dq-mode", mode))
+    swap(pg, lambda: pg.select_option("#dq-mode", mode.name))
     assert pg.locator("#results").inner_text().startswith("Choose a detector")
-    # The form now shows this mode's own fields.
-    assert (pg.locator("#dq-k").count() == 1) is (mode == "consensus")
-    assert (pg.locator("#dq-judge").count() == 1) is (mode == "detector-vs-judge")
+    # The form now shows this mode's own fields, and one or several detectors as it takes.
+    for name in mode_param_names():
+        assert pg.locator(f"#dq-{name}").count() == (mode.param(name) is not None), name
     multiple = pg.locator("#dq-detector").get_attribute("multiple")
-    assert (multiple is not None) is (mode == "consensus")
-    swap(pg, lambda: pg.select_option("#dq-detector", detector))
-    if judge is not None:
+    assert (multiple is not None) is mode.detectors.many
+    swap(pg, lambda: pg.select_option("#dq-detector", detectors))
+    for name, judge in judges.items():
         assert rows(pg) == []  # the judge is still missing
-        swap(pg, lambda: pg.select_option("#dq-judge", judge))
+        swap(pg, lambda name=name, judge=judge: pg.select_option(f"#dq-{name}", judge))
     swap(pg, lambda: pg.click("#disagreement-filters button[type=submit]"))
     listed = rows(pg)
-    assert listed, f"{mode}: no rows"
-    assert f"mode={mode}" in pg.url
+    assert listed, f"{mode.name}: no rows"
+    assert f"mode={mode.name}" in pg.url
     assert listed == api_rows(pg, base_url)
     assert pg.locator("#request-error").is_hidden()
-    if mode == "consensus":
+    if mode.detectors.many:
         pg.screenshot(path=str(SHOTS / "appellate-disagreements-form.png"), full_page=False)
     assert errors == []
 

@@ -23,7 +23,9 @@ from app.db import transaction
 from app.ingest.judgebench import import_judgebench
 from app.services import disagreement_modes
 from app.services.disagreement_modes import inputs
-from app.services.disagreements import disagreements
+from app.services.disagreement_modes.base import DetectorKind, DisagreementMode, ParamKind
+from app.services.disagreement_query import build_query, mode_param_names
+from app.services.disagreements import disagreements, find_disagreements
 from app.services.queue_sources import disagreement_ids
 from app.settings import Settings
 from app.tables import Benchmark
@@ -40,7 +42,7 @@ REWARDS = [
 ]
 REWARD = REWARDS[0]
 # Every field of the form for every mode, left empty: what a submit sends before any typing.
-EMPTY = {"min_confidence": "", "k": "", "judge": "", "limit": ""}
+EMPTY = dict.fromkeys([*mode_param_names(), "limit"], "")
 
 
 @pytest.fixture
@@ -66,29 +68,28 @@ def field_names(page: str) -> set[str]:
     return set(re.findall(r'<(?:input|select)[^>]* name="([^"]+)"', form.group(0)))
 
 
-CASES = [
-    ({"mode": "threshold", "detector": REWARD}, {}),
-    ({"mode": "cleanlab", "detector": REWARD}, {}),
-    ({"mode": "consensus", "detector": REWARDS}, {}),
-    ({"mode": "judge-orders", "detector": O1_MINI_JUDGE}, {}),
-    ({"mode": "detector-vs-judge", "detector": REWARD}, {"judge": O1_MINI_JUDGE}),
-]
+def form_choices(mode: DisagreementMode) -> tuple[list[str], dict[str, str]]:
+    """What a user picks in the form for ``mode`` on this data: detector(s), and judges."""
+    if mode.detectors.kind is DetectorKind.JUDGE:
+        detectors = [O1_MINI_JUDGE]
+    else:
+        detectors = REWARDS if mode.detectors.many else [REWARD]
+    judges = {p.name: O1_MINI_JUDGE for p in mode.params if p.kind is ParamKind.JUDGE}
+    return detectors, judges
 
 
-@pytest.mark.parametrize(("chosen", "params"), CASES, ids=[c[0]["mode"] for c in CASES])
+MODES = disagreement_modes.all_modes()
+
+
+@pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])
 def test_form_submit_with_empty_fields_lists_what_the_service_lists(
-    client: TestClient,
-    loaded: sessionmaker[Session],
-    chosen: dict[str, object],
-    params: dict[str, str],
+    client: TestClient, loaded: sessionmaker[Session], mode: DisagreementMode
 ) -> None:
-    sent = {**EMPTY, **chosen, **params}
-    mode = str(chosen["mode"])
-    detectors = chosen["detector"] if isinstance(chosen["detector"], list) else [chosen["detector"]]
+    detectors, judges = form_choices(mode)
+    sent = {**EMPTY, "mode": mode.name, "detector": detectors, **judges}
     with loaded() as session:
-        want = disagreements(
-            session, "judgebench", detectors, mode=mode, limit=1000, **params
-        ).as_dict()
+        query = build_query(mode.name, detectors, limit=1000, values=judges)
+        want = find_disagreements(session, "judgebench", query).as_dict()
     assert want["items"], "the bundled data has disagreements in every mode"
     page = client.get(PAGE, params=sent, headers=HX)
     assert page.status_code == 200, page.text
