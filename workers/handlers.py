@@ -7,6 +7,7 @@ from typing import Any
 from app.answering.params import ANSWER_CHOICES_JOB
 from app.ingest.lie_jobs import BUILD_DATASET_JOB, build_dataset
 from app.judging.params import JUDGE_JOB
+from app.services.rankers import RANK_ERRORS_JOB
 from workers.choice_job import run_answer_choices
 from workers.extract_job import EXTRACT_JOB, run_extract_job
 from workers.judge_job import run_judge_job
@@ -18,6 +19,7 @@ from workers.probe_jobs import (
     run_fit_lie_probe,
     run_fit_probe,
 )
+from workers.rank_job import run_rank_errors
 from workers.runner import Handler, JobContext
 
 
@@ -36,4 +38,5 @@ HANDLERS: dict[str, Handler] = {
     APPLY_PROBE_JOB: run_apply_probe,
     BUILD_DATASET_JOB: run_build_dataset,
     ANSWER_CHOICES_JOB: run_answer_choices,
+    RANK_ERRORS_JOB: run_rank_errors,
 }
