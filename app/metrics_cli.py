@@ -9,7 +9,9 @@ import typer
 
 from app.cli_support import JsonOption, LabelOption, PositiveOption, fmt_num, in_store
 from app.disagreements_cli import register as register_disagreements
-from app.services.metrics import INTERVAL_METRICS, LABEL_MODES, check_label_mode, metrics_report
+from app.services.labelled_items import LABEL_MODES, check_label_mode
+from app.services.metric_matrix import MATRIX_METRICS
+from app.services.metrics import metrics_report
 
 __all__ = ["metrics_command", "register"]
 
@@ -29,12 +31,11 @@ def _print_report(report: dict[str, Any]) -> None:
         f"{report['resamples']} group-bootstrap resamples, seed {report['seed']}"
     )
     for row in report["rows"]:
-        cells = [f"{m} {fmt_num(row[m])}{_ci(row[f'{m}_ci'])}" for m in INTERVAL_METRICS]
+        cells = [
+            f"{m.name} {fmt_num(row[m.name])}{_ci(row.get(f'{m.name}_ci'))}" for m in MATRIX_METRICS
+        ]
         where = "" if row["slice"] is None else f" [{row['slice']}]"
-        typer.echo(
-            f"{row['detector']}{where}: n {row['n']}, prevalence {fmt_num(row['prevalence'])}, "
-            + ", ".join(cells)
-        )
+        typer.echo(f"{row['detector']}{where}: n {row['n']}, " + ", ".join(cells))
     for judge in report["judges"]:
         typer.echo(
             f"judge {judge['judge']}: pairs {judge['pairs']}, retained {judge['retained']}, "

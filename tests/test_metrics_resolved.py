@@ -129,6 +129,9 @@ def test_original_metrics_ignore_the_review(
     with factory() as session:
         _, rows = metric_rows(session, "bench", resamples=RESAMPLES, cache=None)
     original = {it["id"]: it["labels"]["reference"] for it in reviewed[:24]}
+    # Both detectors have a row (so the checks below run), each over the items it scored.
+    assert [r.detector for r in rows] == ["half", "probe"]
+    assert [r.n for r in rows] == [12, 24]
     for row in rows:
         _check_against_sklearn(row, original, reviewed)
 

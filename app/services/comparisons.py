@@ -6,28 +6,20 @@ transferred probe must clear without any recalibration.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session
 
-from app.services.metrics import (
-    METRICS_CACHE,
-    LabelledItems,
-    LabelMode,
-    ab_choices,
-    data_key,
-    detector_scores,
-    get_detector,
-    label_key,
-    load_labelled,
-    scored_detectors,
-)
-from app.stats import _validate
+from app.services.labelled_items import LabelMode, get_detector
+from app.services.metrics_query import METRICS_CACHE, MetricsData, MetricsQuery, load_metrics_data
 from app.stats.bootstrap import group_bootstrap
-from app.stats.summary import paired_difference
+from app.stats.registry import INTERVAL, applicable
+from app.stats.summary import paired_differences
 from app.tables import Detector
+
+__all__ = ["comparisons", "comparisons_report", "default_pairs"]
 
 PROBE_PREFIX = "probe:"
 BASELINE_PREFIX = "baseline:"
@@ -49,63 +41,101 @@ def default_pairs(names: Sequence[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def _compare(
-    session: Session,
-    items: LabelledItems,
-    first: Detector,
-    second: Detector,
-    choice: list[str] | None,
-    resamples: int,
-    seed: int,
-) -> dict[str, Any]:
-    p1, p2 = detector_scores(session, first, items), detector_scores(session, second, items)
-    both = ~(np.isnan(p1) | np.isnan(p2))
-    out: dict[str, Any] = {"first": first.name, "second": second.name, "n": int(both.sum())}
-    if both.sum() < 2 or len(set(items.y[both].tolist())) < 2:
+def _compare(data: MetricsData, first: Detector, second: Detector) -> dict[str, Any]:
+    sample = data.sample(first, second)
+    out: dict[str, Any] = {"first": first.name, "second": second.name, "n": sample.n}
+    if sample.n < 2 or len(set(sample.y.tolist())) < 2:
         out["metrics"] = []
         return out
-    y, groups = items.y[both], [g for g, k in zip(items.groups, both, strict=True) if k]
-    metrics = ["auroc", "auprc"]
-    if _validate.is_probability(p1[both]) and _validate.is_probability(p2[both]):
-        metrics.append("brier")
-    strata = None
-    if choice is not None:
-        strata = [c for c, k in zip(choice, both, strict=True) if k]
-        metrics.append("choice_matched_auroc")
-    out["metrics"] = [
-        paired_difference(
-            y,
-            p1[both],
-            p2[both],
-            groups,
-            metric,
-            choice=strata,
-            resamples=resamples,
-            seed=seed,
-        )
-        for metric in metrics
-    ]
+    p1, p2 = sample.scores
+    metrics = applicable(INTERVAL, p1, p2, strata=sample.strata is not None)
+    out["metrics"] = paired_differences(
+        sample.y,
+        p1,
+        p2,
+        sample.groups,
+        [m.name for m in metrics],
+        choice=sample.strata,
+        resamples=data.query.resamples,
+        seed=data.query.seed,
+    )
     return out
 
 
-def _constant(
-    items: LabelledItems, probe: Detector, p: np.ndarray, resamples: int, seed: int
-) -> dict[str, Any] | None:
+def _constant(data: MetricsData, probe: Detector) -> dict[str, Any] | None:
     prevalence = (probe.details or {}).get("source_prevalence")
-    scored = ~np.isnan(p)
-    if prevalence is None or scored.sum() == 0:
+    sample = data.sample(probe)
+    if prevalence is None or sample.n == 0:
         return None
-    y, groups = items.y[scored], [g for g, k in zip(items.groups, scored, strict=True) if k]
-    constant = np.full(int(scored.sum()), float(prevalence))
-    result = group_bootstrap(y, constant, groups, metrics=["brier"], resamples=resamples, seed=seed)
+    constant = np.full(sample.n, float(prevalence))
+    result = group_bootstrap(
+        sample.y,
+        constant,
+        sample.groups,
+        metrics=["brier"],
+        resamples=data.query.resamples,
+        seed=data.query.seed,
+    )
     estimate = result.estimate("brier")
     return {
         "probe": probe.name,
         "source_prevalence": float(prevalence),
-        "n": int(scored.sum()),
+        "n": sample.n,
         "brier": estimate.value,
         "brier_ci": estimate.ci,
     }
+
+
+def comparisons(
+    session: Session,
+    data: MetricsData,
+    pairs: Sequence[tuple[str, str]] | None = None,
+    detectors: Collection[str] | None = None,
+) -> dict[str, Any]:
+    """Paired differences (first - second) with intervals, and constant-predictor Briers.
+
+    Parameters
+    ----------
+    session
+        The caller's session (read only), for detectors named by ``pairs`` only.
+    data
+        The loaded request: items, target, strata, scores, resamples and seed.
+    pairs
+        ``(first, second)`` detector names; default :func:`default_pairs` of the scored ones.
+    detectors
+        Restrict the scored detectors (default pairs, constant predictors) to these names.
+
+    Returns
+    -------
+    dict
+        ``pairs``: one entry per pair with ``first``, ``second``, ``n`` (items both scored)
+        and ``metrics`` (see :func:`app.stats.summary.paired_difference`; the registry's
+        interval metrics that apply), and ``constant_predictors``: for each frozen probe with
+        a ``source_prevalence``, the Brier score of always predicting it.
+
+    """
+    scored = [d for d in data.scored if detectors is None or d.name in detectors]
+    names = [d.name for d in scored]
+    chosen = list(pairs) if pairs is not None else default_pairs(names)
+    known = {d.name: d for d in (*data.scored, *data.detectors)}
+
+    def detector(name: str) -> Detector:
+        return known[name] if name in known else get_detector(session, name)
+
+    def compute() -> dict[str, Any]:
+        out = [_compare(data, detector(a), detector(b)) for a, b in chosen]
+        constants = [_constant(data, d) for d in scored if d.kind == "probe"]
+        return {"pairs": out, "constant_predictors": [c for c in constants if c is not None]}
+
+    key: Hashable = (
+        "comparisons",
+        *data.key,
+        tuple(chosen),
+        tuple(names),
+        data.query.resamples,
+        data.query.seed,
+    )
+    return METRICS_CACHE.get_or_compute(key, compute)
 
 
 def comparisons_report(
@@ -121,7 +151,7 @@ def comparisons_report(
     labels: LabelMode = "original",
     k: int = 2,
 ) -> dict[str, Any]:
-    """Paired differences (first - second) with intervals, and constant-predictor Briers.
+    """:func:`comparisons` of one benchmark and label set, read for this call.
 
     Parameters
     ----------
@@ -136,56 +166,13 @@ def comparisons_report(
     detectors
         Restrict the constant-predictor rows to these detectors (default: all scored).
     labels, k
-        Original or resolved labels (see :func:`app.services.metrics.load_labelled`).
+        Original or resolved labels (see :func:`app.services.labelled_items.load_labelled`).
 
     Returns
     -------
     dict
-        ``pairs``: one entry per pair with ``metrics`` (see
-        :func:`app.stats.summary.paired_difference`), and ``constant_predictors``: for each
-        frozen probe with a ``source_prevalence``, the Brier score of always predicting it.
+        See :func:`comparisons`.
 
     """
-    items = load_labelled(session, benchmark, label, positive=positive, labels=labels, k=k)
-    names = [d.name for d in scored_detectors(session, items.benchmark)]
-    if detectors is not None:
-        names = [n for n in names if n in set(detectors)]
-    chosen = list(pairs) if pairs is not None else default_pairs(names)
-
-    def compute() -> dict[str, Any]:
-        choice = ab_choices(session, items)
-        out = [
-            _compare(
-                session,
-                items,
-                get_detector(session, a),
-                get_detector(session, b),
-                choice,
-                resamples,
-                seed,
-            )
-            for a, b in chosen
-        ]
-        constants = []
-        for name in names:
-            detector = get_detector(session, name)
-            if detector.kind == "probe":
-                row = _constant(
-                    items, detector, detector_scores(session, detector, items), resamples, seed
-                )
-                if row is not None:
-                    constants.append(row)
-        return {"pairs": out, "constant_predictors": constants}
-
-    key: Hashable = (
-        "comparisons",
-        *data_key(session, items.benchmark),
-        label,
-        items.target.positive,
-        *label_key(labels, k),
-        tuple(chosen),
-        tuple(names),
-        resamples,
-        seed,
-    )
-    return METRICS_CACHE.get_or_compute(key, compute)
+    query = MetricsQuery(benchmark, label, labels, k, positive, resamples=resamples, seed=seed)
+    return comparisons(session, load_metrics_data(session, query), pairs, detectors)

@@ -16,8 +16,9 @@ from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput, NotFound
 from app.services.benchmarks import get_benchmark
+from app.services.labelled_items import scored_detectors
 from app.services.labels import label_names as benchmark_label_names
-from app.services.metrics import INTERVAL_METRICS, MetricRow, scored_detectors
+from app.services.metric_matrix import MATRIX_METRICS, MetricRow
 from app.services.metrics_compare import compare_metrics
 from app.services.queues import DEFECT_TAGS
 from app.services.resolution import (
@@ -34,8 +35,8 @@ from app.tables import Benchmark, Instance
 
 __all__ = ["defect_report"]
 
-# The rows of the metrics comparison, in table order (prevalence has no interval).
-REPORT_METRICS: tuple[str, ...] = ("prevalence", *INTERVAL_METRICS)
+# The rows of the metrics comparison: the matrix's metrics, in its order.
+REPORT_METRICS: tuple[str, ...] = tuple(m.name for m in MATRIX_METRICS)
 
 
 def defect_report(

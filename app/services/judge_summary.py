@@ -13,18 +13,23 @@ from typing import Any
 from sqlalchemy import null, select
 from sqlalchemy.orm import Session
 
-from app.errors import InvalidInput
 from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
 from app.services.flips import flip_value
+from app.services.labelled_items import LabelMode, data_key, label_key
 from app.services.labels import current_label_subquery
-from app.services.metrics import LabelMode, check_label_mode, data_key, label_key
-from app.services.resolution import check_k, resolved_values
-from app.stats import _validate
+from app.services.metrics_query import MetricsData, MetricsQuery
+from app.services.resolution import resolved_values
 from app.stats.bootstrap import bootstrap_mean
 from app.tables import Benchmark, Choice, Detector, Instance, Judgment, Order
 
-__all__ = ["JudgeSummary", "OrderedJudgment", "judge_orders", "judge_summaries"]
+__all__ = [
+    "JudgeSummary",
+    "OrderedJudgment",
+    "judge_orders",
+    "judge_summaries",
+    "judge_summaries_of",
+]
 
 # The AB-order verdict decides the pair; the reference names the correct identity.
 _OPPOSITE = {Choice.A.value: Choice.B.value, Choice.B.value: Choice.A.value}
@@ -220,7 +225,7 @@ def judge_summaries(
         Memo keyed on the benchmark's ``data_version``; ``None`` disables it.
     labels, k
         Check against the original or the resolved reference (see
-        :func:`app.services.metrics.load_labelled`).
+        :func:`app.services.labelled_items.load_labelled`).
 
     Returns
     -------
@@ -234,20 +239,37 @@ def judge_summaries(
         Bad resamples, seed, labels or k.
 
     """
-    try:
-        resamples = _validate.resample_count(resamples)
-        seed = _validate.seed_value(seed)
-    except ValueError as exc:
-        raise InvalidInput(str(exc)) from None
-    labels = check_label_mode(labels)
-    check_k(k)
+    query = MetricsQuery(benchmark, labels=labels, k=k, resamples=resamples, seed=seed)
     bench = get_benchmark(session, benchmark)
+    return _summaries(session, bench, query, reference, judges, cache)
+
+
+def judge_summaries_of(
+    session: Session, data: MetricsData, reference: str = "reference"
+) -> list[JudgeSummary]:
+    """:func:`judge_summaries` of a loaded metrics request (its benchmark, labels, resamples).
+
+    The summaries count every judged pair, labelled or not, against the ``reference`` label
+    set, so they read the judgments (and that label set) rather than the request's items.
+    """
+    return _summaries(session, data.benchmark, data.query, reference, None, _CACHE)
+
+
+def _summaries(
+    session: Session,
+    bench: Benchmark,
+    query: MetricsQuery,
+    reference: str,
+    judges: list[str] | None,
+    cache: VersionedCache | None,
+) -> list[JudgeSummary]:
+    labels, k, resamples, seed = query.labels, query.k, query.resamples, query.seed
     key = (
         "judge-summaries",
         *data_key(session, bench),
         reference,
         *label_key(labels, k),
-        tuple(judges or ()),
+        None if judges is None else tuple(judges),
         resamples,
         seed,
     )

@@ -7,17 +7,17 @@ votes and adjudications of a label set are applied, and how many items review ch
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
-from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
-from app.services.metrics import METRICS_CACHE, MetricRow, metric_rows
-from app.services.resolution import check_k, resolved_labels
+from app.services.metric_matrix import MetricRow, matrix_rows
+from app.services.metrics_query import METRICS_CACHE, MetricsQuery, load_metrics_data
+from app.services.resolution import resolved_labels
 from app.tables import Detector, Score
 
 __all__ = ["DetectorComparison", "MetricsComparison", "compare_metrics"]
@@ -30,7 +30,7 @@ _ID_CHUNK = 5000
 class DetectorComparison:
     """One detector's metric rows against the original and against the resolved labels.
 
-    ``original`` and ``resolved`` hold rows as :func:`~app.services.metrics.metric_rows`
+    ``original`` and ``resolved`` hold rows as :func:`~app.services.metric_matrix.matrix_rows`
     gives them (all items, then per slice and the macro-average when slicing). ``changed``
     counts the items this detector scored whose resolved value differs from the original,
     items that gained or lost a label included.
@@ -102,7 +102,7 @@ def compare_metrics(
 ) -> MetricsComparison:
     """Metric rows of each detector against the original and the resolved label set.
 
-    Both sides are :func:`app.services.metrics.metric_rows` with the same target rule,
+    Both sides are :func:`app.services.metric_matrix.matrix_rows` with the same target rule,
     detectors, slices, resamples and seed, so a difference between them comes from the labels
     alone: where review only relabels items, both bootstraps draw the same groups.
 
@@ -125,7 +125,7 @@ def compare_metrics(
     resamples, seed : int
         Group-bootstrap resamples and root seed, shared by both sides.
     cache : VersionedCache, optional
-        Memo of the metric rows (see :func:`app.services.metrics.metric_rows`).
+        Memo of the metric rows (see :func:`app.services.metric_matrix.matrix_rows`).
 
     Returns
     -------
@@ -141,26 +141,27 @@ def compare_metrics(
         positive class; bad slice field, resamples, seed or ``k``.
 
     """
-    check_k(k)
-    common: dict[str, Any] = {
-        "slice_field": slice_field,
-        "positive": positive,
-        "resamples": resamples,
-        "seed": seed,
-        "cache": cache,
-        "k": k,
-    }
-    target, before = metric_rows(session, benchmark, label, detectors, labels="original", **common)
-    after_target, after = metric_rows(
-        session, benchmark, label, detectors, labels="resolved", **common
+    query = MetricsQuery(
+        benchmark,
+        label,
+        k=k,
+        positive=positive,
+        detectors=tuple(detectors or ()),
+        slice_field=slice_field,
+        resamples=resamples,
+        seed=seed,
     )
+    original = load_metrics_data(session, query)
+    resolved = load_metrics_data(session, replace(query, labels="resolved"))
+    target, after_target = original.target, resolved.target
     if after_target.positive != target.positive:
         # Unreachable for the known vocabularies; a named positive keeps its meaning too.
         raise InvalidInput(
             f"label set {label!r} reads positive {target.positive!r} before review and "
             f"{after_target.positive!r} after; name the positive class"
         )
-    bench = get_benchmark(session, benchmark)
+    before, after = matrix_rows(original, cache), matrix_rows(resolved, cache)
+    bench = original.benchmark
     resolutions = resolved_labels(session, bench.id, label, k=k)
     changes = [r for r in resolutions.values() if r.changed]
     changed_ids = [iid for iid, r in resolutions.items() if r.changed]

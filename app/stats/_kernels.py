@@ -306,6 +306,21 @@ def unit_totals(values: NDArray[np.float64], units: NDArray[np.intp], n_units: i
     return out
 
 
+def equal_width_bins(
+    p: NDArray[np.float64], n_bins: int
+) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
+    """Bin of each probability among ``n_bins`` equal-width bins of [0, 1], the last closed.
+
+    Returns ``(index (n,), edges (n_bins + 1,))``: bin k covers ``[edges[k], edges[k + 1])``
+    and the last bin also holds ``p == 1``.
+    """
+    # k / n_bins is the float nearest to the true edge (linspace can be one ulp off: 0.3 would
+    # become 0.30000000000000004). Binning compares against these same edges, so a value
+    # exactly on an edge lands in the bin it bounds from below (p * n_bins can round across one).
+    edges = np.arange(n_bins + 1) / n_bins
+    return np.searchsorted(edges[1:-1], p, side="right"), edges
+
+
 # Item-weighted entry points (one unit per item), used by the point metrics and the tests.
 
 

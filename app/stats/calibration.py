@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.metrics import precision_recall_curve, roc_curve
 
-from app.stats import _validate
+from app.stats import _kernels, _validate
 
 __all__ = ["pr_curve_points", "reliability_bins", "roc_curve_points", "score_histograms"]
 
@@ -122,11 +122,7 @@ def reliability_bins(y: ArrayLike, p: ArrayLike, n_bins: int = 10) -> list[dict[
     if isinstance(n_bins, bool) or int(n_bins) != n_bins or n_bins < 1:
         raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
     n_bins = int(n_bins)
-    # k / n_bins is the float nearest to the true edge (linspace can be one ulp off: 0.3 would
-    # become 0.30000000000000004). Binning compares against these same reported edges, so a value
-    # exactly on an edge lands in the bin it bounds from below (p * n_bins can round across one).
-    edges = np.arange(n_bins + 1) / n_bins
-    index = np.searchsorted(edges[1:-1], probs, side="right")
+    index, edges = _kernels.equal_width_bins(probs, n_bins)
     counts = np.bincount(index, minlength=n_bins)
     predicted = np.bincount(index, weights=probs, minlength=n_bins)
     observed = np.bincount(index, weights=labels.astype(np.float64), minlength=n_bins)

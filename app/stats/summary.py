@@ -6,24 +6,23 @@ These dicts are what the metric matrix and ``appellate metrics --json`` print: i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from app.stats import _validate
-from app.stats.bootstrap import HIGHER_IS_BETTER, group_bootstrap
+from app.stats.bootstrap import group_bootstrap
+from app.stats.registry import REGISTRY, REPORTED, applicable
 
-__all__ = ["SUMMARY_METRICS", "paired_difference", "summarise"]
+__all__ = ["SUMMARY_METRICS", "paired_difference", "paired_differences", "summarise"]
 
-SUMMARY_METRICS: tuple[str, ...] = (
-    "prevalence",
-    "auroc",
-    "auprc",
-    "brier",
-    "choice_matched_auroc",
-)
-"""Metrics reported by ``summarise``, each as ``name`` and ``name_ci``."""
+SUMMARY_METRICS: tuple[str, ...] = tuple(m.name for m in REPORTED)
+"""Metrics reported by ``summarise``, each as ``name`` and ``name_ci`` (the registry's)."""
+
+# Metrics a paired difference can compare: those that depend on the detector.
+_PAIRED: tuple[str, ...] = tuple(name for name, m in REGISTRY.items() if m.per_detector)
 
 
 def summarise(
@@ -42,12 +41,13 @@ def summarise(
     y : array-like of {0, 1} or bool, shape (n,)
         Binary labels.
     p : array-like of float, shape (n,)
-        Scores. Brier is reported only when every score lies in [0, 1].
+        Scores. Metrics that need probabilities (Brier) are reported only when every score
+        lies in [0, 1].
     groups : array-like, shape (n,)
         Group key of each item (the bootstrap unit).
     choice : array-like, shape (n,), optional
-        Stratum for choice-matched AUROC (e.g. the judge's AB choice); without it that metric
-        is ``None``.
+        Stratum for the metrics that need one (choice-matched AUROC, e.g. by the judge's AB
+        choice); without it they are ``None``.
     resamples : int
         Bootstrap resamples (0: point values only, intervals ``None``).
     seed : int
@@ -71,17 +71,12 @@ def summarise(
     """
     labels = _validate.labels(y)
     scores = _validate.scores(p, labels.size)
-    probabilistic = _validate.is_probability(scores)
-    metrics = ["prevalence", "auroc", "auprc"]
-    if probabilistic:
-        metrics.append("brier")
-    if choice is not None:
-        metrics.append("choice_matched_auroc")
+    metrics = applicable(REPORTED, scores, strata=choice is not None)
     result = group_bootstrap(
         labels,
         scores,
         groups,
-        metrics=metrics,
+        metrics=[m.name for m in metrics],
         choice=choice,
         resamples=resamples,
         seed=seed,
@@ -99,7 +94,7 @@ def summarise(
     out["valid_resamples"] = valid
     out["resamples"] = result.resamples
     out["level"] = result.level
-    out["scores_are_probabilities"] = probabilistic
+    out["scores_are_probabilities"] = _validate.is_probability(scores)
     return out
 
 
@@ -130,7 +125,8 @@ def paired_difference(
     groups : array-like, shape (n,)
         Group key of each item.
     metric : str
-        One of ``app.stats.bootstrap.METRICS`` except ``"prevalence"``.
+        One of ``app.stats.bootstrap.METRICS`` that depends on the scores (not
+        ``"prevalence"``).
     choice : array-like, shape (n,), optional
         Strata, required for ``"choice_matched_auroc"``.
     threshold : float
@@ -156,9 +152,48 @@ def paired_difference(
         On invalid inputs or metric.
 
     """
-    if metric not in HIGHER_IS_BETTER or metric == "prevalence":
-        choices = [m for m in HIGHER_IS_BETTER if m != "prevalence"]
-        raise ValueError(f"metric must be one of {choices}, got {metric!r}")
+    (out,) = paired_differences(
+        y,
+        p1,
+        p2,
+        groups,
+        [metric],
+        choice=choice,
+        threshold=threshold,
+        resamples=resamples,
+        seed=seed,
+        level=level,
+    )
+    return out
+
+
+def paired_differences(
+    y: ArrayLike,
+    p1: ArrayLike,
+    p2: ArrayLike,
+    groups: ArrayLike,
+    metrics: Sequence[str],
+    *,
+    choice: ArrayLike | None = None,
+    threshold: float = 0.5,
+    resamples: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> list[dict[str, Any]]:
+    """:func:`paired_difference` of several metrics, all from one run of the bootstrap.
+
+    Each metric's replicates do not depend on which other metrics are computed, so every
+    entry equals the single-metric call with the same arguments.
+
+    Returns
+    -------
+    list of dict
+        One :func:`paired_difference` dict per metric, in the given order.
+
+    """
+    for metric in metrics:
+        if metric not in _PAIRED:
+            raise ValueError(f"metric must be one of {list(_PAIRED)}, got {metric!r}")
     labels = _validate.labels(y)
     first = _validate.scores(p1, labels.size, "p1")
     second = _validate.scores(p2, labels.size, "p2")
@@ -166,23 +201,28 @@ def paired_difference(
         labels,
         np.stack([first, second]),
         groups,
-        metrics=[metric],
+        metrics=metrics,
         choice=choice,
         threshold=threshold,
         resamples=resamples,
         seed=seed,
         level=level,
     )
-    diff = result.difference(metric, 0, 1)
-    return {
-        "metric": metric,
-        "p1_value": result.estimate(metric, 0).value,
-        "p2_value": result.estimate(metric, 1).value,
-        "difference": diff.estimate.value,
-        "difference_ci": diff.estimate.ci,
-        "p1_better_fraction": diff.first_better,
-        "higher_is_better": HIGHER_IS_BETTER[metric],
-        "valid_resamples": diff.estimate.valid,
-        "resamples": diff.estimate.resamples,
-        "level": result.level,
-    }
+    out = []
+    for metric in metrics:
+        diff = result.difference(metric, 0, 1)
+        out.append(
+            {
+                "metric": metric,
+                "p1_value": result.estimate(metric, 0).value,
+                "p2_value": result.estimate(metric, 1).value,
+                "difference": diff.estimate.value,
+                "difference_ci": diff.estimate.ci,
+                "p1_better_fraction": diff.first_better,
+                "higher_is_better": REGISTRY[metric].higher_is_better,
+                "valid_resamples": diff.estimate.valid,
+                "resamples": diff.estimate.resamples,
+                "level": result.level,
+            }
+        )
+    return out

@@ -1,43 +1,31 @@
 """Metric matrix page and its JSON twin.
 
-Thin routes: the numbers come from :mod:`app.services.metrics` and
-:mod:`app.services.judge_summary` (via ``metrics_report``); the plots from
-:mod:`app.stats.calibration` drawn by :mod:`app.web.svg_plots`. Every choice lives in the
-query string.
+Thin routes: one :class:`~app.services.metrics_query.MetricsQuery` from the query string, the
+numbers and plot data from :func:`app.services.metrics.metrics_view` (one read of the labelled
+items), the plots drawn by :mod:`app.web.svg_plots`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-import numpy as np
-from fastapi import APIRouter, Query, Request
-from sqlalchemy.orm import Session
+from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import HTMLResponse
 
 from app.db import transaction
-from app.services.facets import describe_benchmark
+from app.services.facets import BenchmarkFacets, describe_benchmark
 from app.services.instance_filter import FlipState, InstanceFilter, SliceCondition
-from app.services.metrics import (
-    LABEL_MODES,
-    MACRO,
-    MISSING_SLICE,
-    LabelMode,
-    detector_scores,
-    get_detector,
-    load_labelled,
-    metrics_report,
-)
-from app.stats.calibration import (
-    pr_curve_points,
-    reliability_bins,
-    roc_curve_points,
-    score_histograms,
-)
+from app.services.labelled_items import LABEL_MODES, MISSING_SLICE, LabelMode
+from app.services.metric_matrix import MACRO
+from app.services.metrics import metrics_view, report_for
+from app.services.metrics_plots import Curve, MetricsPlots
+from app.services.metrics_query import MetricsQuery
 from app.web import svg_plots
 from app.web.benchmark_params import DetectorParam, LabelParam, default_label, non_blank
 from app.web.deps import ReadCache, StoreDep
 from app.web.filters import Blank
+from app.web.metrics_schema import MetricsReportModel
 from app.web.templating import render
 from app.web.urls import benchmark_url
 
@@ -57,97 +45,96 @@ ResolveKParam = Annotated[
     int, Query(ge=1, description="Resolved labels: agreeing voters needed to override.")
 ]
 
-METRIC_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("auroc", "AUROC"),
-    ("auprc", "AUPRC"),
-    ("brier", "Brier"),
-    ("choice_matched_auroc", "Choice-matched AUROC"),
-)
 
+@dataclass(frozen=True)
+class MetricsParams:
+    """The query string of the metrics page and its JSON twin.
 
-def plot_data(
-    session: Session,
-    benchmark: str,
-    label: str,
-    detectors: list[str],
-    labels: LabelMode = "original",
-    k: int = 2,
-) -> dict[str, Any]:
-    """The four plots of the metrics page for ``detectors`` on all labelled items.
-
-    Parameters
-    ----------
-    session : Session
-        Read-only session.
-    benchmark : str
-        Benchmark name.
-    label : str
-        Label set (binary, as the metric rows use it).
-    detectors : list of str
-        Detector names, in legend order.
-    labels : {"original", "resolved"}
-        Which value of the label set (as the metric rows read it).
-    k : int
-        Agreeing voters that override the original, for resolved labels.
-
-    Returns
-    -------
-    dict
-        ``roc``, ``pr``, ``reliability`` (Markup or ``None`` when no detector defines the
-        plot) and ``histograms`` (list of (detector, Markup)).
-
+    ``detectors`` holds the non-blank ``detector`` values; ``label`` is ``None`` when not
+    given (the benchmark's default label set then applies).
     """
-    items = load_labelled(session, benchmark, label, labels=labels, k=k)
-    positive = items.target.positive
-    negative = items.target.negative or f"not {positive}"
-    roc, pr, rel, hists = [], [], [], []
-    prevalences = []
-    for name in detectors:
-        p = detector_scores(session, get_detector(session, name), items)
-        keep = ~np.isnan(p)
-        y, s = items.y[keep], p[keep]
-        if s.size == 0:
-            continue
-        points = roc_curve_points(y, s)
-        if points is not None:
-            roc.append(svg_plots.Series(name, points["fpr"], points["tpr"]))
-        curve = pr_curve_points(y, s)
-        if curve is not None:
-            pr.append(svg_plots.Series(name, curve["recall"], curve["precision"]))
-            prevalences.append(float(y.mean()))
-        if s.min() >= 0.0 and s.max() <= 1.0:
-            rel.append((name, reliability_bins(y, s)))
-        hists.append(
-            (name, svg_plots.histogram_plot(name, score_histograms(y, s), positive, negative))
+
+    label: str | None
+    slice_field: str | None
+    detectors: list[str]
+    resamples: int
+    seed: int
+    labels: LabelMode
+    k: int
+
+    def query(self, name: str, facets: BenchmarkFacets) -> MetricsQuery:
+        """The metrics request these parameters make on benchmark ``name``."""
+        return MetricsQuery(
+            name,
+            default_label(facets, self.label),
+            self.labels,
+            self.k,
+            detectors=tuple(self.detectors),
+            slice_field=self.slice_field,
+            resamples=self.resamples,
+            seed=self.seed,
         )
-    base = float(np.mean(prevalences)) if prevalences else None
+
+
+async def metrics_params(
+    label: LabelParam = None,
+    slice: SliceParam = None,
+    detector: DetectorParam = None,
+    resamples: ResamplesParam = DEFAULT_RESAMPLES,
+    seed: SeedParam = 0,
+    labels: LabelsParam = "original",
+    k: ResolveKParam = 2,
+) -> MetricsParams:
+    """The shared metrics parameters, as one dependency (``async``: it reads no store)."""
+    return MetricsParams(label, slice, non_blank(detector), resamples, seed, labels, k)
+
+
+MetricsParamsDep = Annotated[MetricsParams, Depends(metrics_params)]
+
+
+def _curves(plot: list[Curve]) -> list[svg_plots.Series]:
+    return [svg_plots.Series(c.detector, c.xs, c.ys) for c in plot]
+
+
+def _draw(plots: MetricsPlots) -> dict[str, Any]:
+    """The plot data as SVG, with the two class names.
+
+    ``roc``, ``pr`` and ``reliability`` are Markup (``None`` when no detector has that plot),
+    ``histograms`` a list of (detector, Markup).
+    """
+    base = plots.pr_baseline
     return {
         "roc": svg_plots.curve_plot(
             "roc",
             "ROC curves",
-            roc,
+            _curves(plots.roc),
             x_label="false positive rate",
             y_label="true positive rate",
             reference=((0.0, 0.0), (1.0, 1.0)),
         )
-        if roc
+        if plots.roc
         else None,
         "pr": svg_plots.curve_plot(
             "pr",
             "Precision-recall curves",
-            pr,
+            _curves(plots.pr),
             x_label="recall",
             y_label="precision",
             # A random ranking's precision is the prevalence at every recall.
             reference=((0.0, base), (1.0, base)) if base is not None else None,
             legend_bottom=True,
         )
-        if pr
+        if plots.pr
         else None,
-        "reliability": svg_plots.reliability_plot("Reliability diagram", rel) if rel else None,
-        "histograms": hists,
-        "positive": positive,
-        "negative": negative,
+        "reliability": svg_plots.reliability_plot("Reliability diagram", plots.reliability)
+        if plots.reliability
+        else None,
+        "histograms": [
+            (name, svg_plots.histogram_plot(name, counts, plots.positive, plots.negative))
+            for name, counts in plots.histograms
+        ],
+        "positive": plots.positive,
+        "negative": plots.negative,
     }
 
 
@@ -180,80 +167,37 @@ def _judge_links(name: str, judges: list[dict[str, Any]]) -> dict[str, dict[str,
 
 @router.get("/benchmarks/{name}/metrics", response_class=HTMLResponse)
 def metrics_page(
-    request: Request,
-    name: str,
-    store: StoreDep,
-    cache: ReadCache,
-    label: LabelParam = None,
-    slice: SliceParam = None,
-    detector: DetectorParam = None,
-    resamples: ResamplesParam = DEFAULT_RESAMPLES,
-    seed: SeedParam = 0,
-    labels: LabelsParam = "original",
-    k: ResolveKParam = 2,
+    request: Request, name: str, store: StoreDep, cache: ReadCache, params: MetricsParamsDep
 ) -> HTMLResponse:
     """Metric matrix with intervals, judge summary and SVG plots for one label set."""
-    chosen = non_blank(detector)
     with transaction(store.factory) as session:
         facets = describe_benchmark(session, name, cache)
-        label_name = default_label(facets, label)
-        report = metrics_report(
-            session,
-            name,
-            label_name,
-            chosen or None,
-            slice_field=slice,
-            resamples=resamples,
-            seed=seed,
-            labels=labels,
-            k=k,
-        )
-        plotted = list(dict.fromkeys(r["detector"] for r in report["rows"]))
-        plots = plot_data(session, name, label_name, plotted, labels, k)
+        query = params.query(name, facets)
+        view = metrics_view(session, query)
+    report = view.report
     context = {
         "name": name,
         "facets": facets,
         "report": report,
-        "label": label_name,
-        "slice_field": slice,
-        "chosen": chosen,
-        "resamples": resamples,
-        "seed": seed,
-        "labels": labels,
+        "label": query.label,
+        "slice_field": query.slice_field,
+        "chosen": params.detectors,
+        "resamples": query.resamples,
+        "seed": query.seed,
+        "labels": query.labels,
         "label_modes": LABEL_MODES,
-        "k": k,
-        "plots": plots,
-        "columns": METRIC_COLUMNS,
+        "k": query.k,
+        "plots": _draw(view.plots),
         "row_links": _row_links(name, report),
         "judge_links": _judge_links(name, report["judges"]),
     }
     return render(request, "metrics.html", context, fragment="_metrics_results.html")
 
 
-@api_router.get("/benchmarks/{name}/metrics")
+@api_router.get("/benchmarks/{name}/metrics", response_model=MetricsReportModel)
 def api_metrics(
-    name: str,
-    store: StoreDep,
-    cache: ReadCache,
-    label: LabelParam = None,
-    slice: SliceParam = None,
-    detector: DetectorParam = None,
-    resamples: ResamplesParam = DEFAULT_RESAMPLES,
-    seed: SeedParam = 0,
-    labels: LabelsParam = "original",
-    k: ResolveKParam = 2,
+    name: str, store: StoreDep, cache: ReadCache, params: MetricsParamsDep
 ) -> dict[str, Any]:
     """The metric matrix and judge summaries (the dict of ``appellate metrics --json``)."""
     with transaction(store.factory) as session:
-        facets = describe_benchmark(session, name, cache)
-        return metrics_report(
-            session,
-            name,
-            default_label(facets, label),
-            non_blank(detector) or None,
-            slice_field=slice,
-            resamples=resamples,
-            seed=seed,
-            labels=labels,
-            k=k,
-        )
+        return report_for(session, params.query(name, describe_benchmark(session, name, cache)))

@@ -12,6 +12,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, pass_context
 from markupsafe import Markup, escape
 from starlette.responses import HTMLResponse
 
+from app.services.metric_matrix import HEADLINE_METRICS, MATRIX_METRICS
 from app.web import cells, urls
 from app.web.filters import query_string
 
@@ -82,6 +83,9 @@ def make_templates(directory: Path = TEMPLATES_DIR) -> Jinja2Templates:
         fmt_ci=fmt_ci,
         query_string=query_string,
         csrf_field=csrf_field,
+        # The metric registry's columns, for every metric table (matrix, queue, report).
+        matrix_metrics=MATRIX_METRICS,
+        headline_metrics=HEADLINE_METRICS,
     )
     return Jinja2Templates(env=env)
 

@@ -1,0 +1,256 @@
+"""Shared readers of a metrics request: labelled items, detector scores, AB choices, cache keys.
+
+Every part of a metrics report (rows, comparisons, plots) and the disagreement finder read the
+store through these functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+import numpy as np
+from numpy.typing import NDArray
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.errors import InvalidInput, NotFound
+from app.services.benchmarks import get_benchmark
+from app.services.binary_target import BinaryTarget, binary_target
+from app.services.flips import FLIP_PREFIX
+from app.services.labels import current_label_subquery
+from app.services.lookup import get_one
+from app.services.payload_fields import payload_text
+from app.services.resolution import check_k, resolved_values
+from app.tables import Benchmark, Detector, Instance, Judgment, Order, Score
+
+__all__ = [
+    "LABEL_MODES",
+    "MISSING_SLICE",
+    "LabelMode",
+    "LabelledItems",
+    "ab_choices",
+    "check_label_mode",
+    "data_key",
+    "detector_scores",
+    "get_detector",
+    "label_key",
+    "load_labelled",
+    "scored_detectors",
+]
+
+MISSING_SLICE = "(none)"
+"""The slice of items whose payload lacks the slice field."""
+
+LabelMode = Literal["original", "resolved"]
+LABEL_MODES: tuple[LabelMode, ...] = ("original", "resolved")
+"""Which value of a label set metrics read: the original, or the value after review."""
+
+
+def check_label_mode(labels: str) -> LabelMode:
+    """``labels`` if it is one of :data:`LABEL_MODES`, else :class:`InvalidInput`."""
+    if labels not in LABEL_MODES:
+        raise InvalidInput(
+            f"labels must be one of {', '.join(LABEL_MODES)}, got {labels!r}", field="labels"
+        )
+    return cast(LabelMode, labels)
+
+
+@dataclass(frozen=True)
+class LabelledItems:
+    """The instances of a benchmark that carry a class of the target, in instance-id order.
+
+    ``y`` is 1 for the positive class; ``slices`` is ``None`` unless a slice field was read.
+    """
+
+    benchmark: Benchmark
+    target: BinaryTarget
+    instance_ids: NDArray[np.int64]
+    external_ids: list[str]
+    groups: list[str]
+    values: list[str]
+    y: NDArray[np.int8]
+    slices: list[str] | None = None
+    excluded: int = 0
+
+    def index(self) -> dict[int, int]:
+        """``{instance_id: row}``."""
+        return {int(iid): row for row, iid in enumerate(self.instance_ids)}
+
+
+def load_labelled(
+    session: Session,
+    benchmark: str | Benchmark,
+    label: str,
+    *,
+    positive: str | None = None,
+    slice_field: str | None = None,
+    labels: LabelMode = "original",
+    k: int = 2,
+) -> LabelledItems:
+    """The benchmark's items with a value of ``label``, and its binary target.
+
+    With ``labels="original"`` each item's value is the label set's current (original) value;
+    with ``"resolved"`` it is the value after review (the latest adjudication, else ``k``
+    unanimous votes, else the original: :func:`~app.services.resolution.resolved_values`).
+    Items whose value is null (never labelled, retracted, or adjudicated to no label) are left
+    out, as are items whose value is neither class of the target.
+
+    Parameters
+    ----------
+    session
+        The caller's session (read only).
+    benchmark
+        Benchmark name or row.
+    label
+        Label set name.
+    positive
+        Explicit positive class (see :func:`binary_target`).
+    slice_field
+        Payload field whose text value is each item's slice.
+    labels
+        ``"original"`` or ``"resolved"`` (see above).
+    k
+        Agreeing voters needed for votes to override the original (``"resolved"`` only;
+        checked either way).
+
+    Returns
+    -------
+    LabelledItems
+
+    Raises
+    ------
+    NotFound
+        For an unknown benchmark or a label set with no value on it.
+    InvalidInput
+        For a label set that is not binary, a malformed slice field name, an unknown
+        ``labels`` mode or ``k`` below 1.
+
+    """
+    labels = check_label_mode(labels)
+    check_k(k)
+    bench = get_benchmark(session, benchmark) if isinstance(benchmark, str) else benchmark
+    columns: list[Any] = [Instance.id, Instance.external_id, Instance.group_key]
+    if labels == "original":
+        columns.append(current_label_subquery(label).label("value"))
+    if slice_field is not None:
+        try:
+            columns.append(payload_text(session.get_bind().dialect.name, slice_field))
+        except ValueError as exc:
+            raise InvalidInput(str(exc), field="slice") from None
+    q = select(*columns).where(Instance.benchmark_id == bench.id).order_by(Instance.id)
+    rows: list[Sequence[Any]]
+    if labels == "original":
+        rows = [r for r in session.execute(q) if r[3] is not None]
+    else:
+        # One grouped read of the review history; the value takes the label's column slot so
+        # the rows look alike from here on.
+        resolved = resolved_values(session, bench.id, label, k=k)
+        rows = [(*r[:3], resolved[r[0]], *r[3:]) for r in session.execute(q) if r[0] in resolved]
+    if not rows:
+        what = "no label set" if labels == "original" else "no resolved value of label set"
+        raise NotFound(f"benchmark {bench.name!r} has {what} {label!r}")
+    target = binary_target(label, {r[3] for r in rows}, positive)
+    kept = [r for r in rows if target.encode(r[3]) is not None]
+    return LabelledItems(
+        benchmark=bench,
+        target=target,
+        instance_ids=np.array([r[0] for r in kept], dtype=np.int64),
+        external_ids=[r[1] for r in kept],
+        groups=[r[2] for r in kept],
+        values=[r[3] for r in kept],
+        y=np.array([target.encode(r[3]) for r in kept], dtype=np.int8),
+        slices=None if slice_field is None else [_slice_text(r[4]) for r in kept],
+        excluded=len(rows) - len(kept),
+    )
+
+
+def label_key(labels: LabelMode, k: int) -> tuple[Hashable, ...]:
+    """The part of a cache key that says which labels were read.
+
+    ``k`` only shapes resolved labels: original rows are shared by every ``k``.
+    """
+    return (labels, k if labels == "resolved" else None)
+
+
+def _slice_text(value: Any) -> str:
+    return MISSING_SLICE if value is None or value == "" else str(value)
+
+
+def data_key(session: Session, benchmark: Benchmark) -> tuple[Hashable, ...]:
+    """What identifies a benchmark's data in a process-wide cache.
+
+    The database URL and creation time guard against another store, or a deleted benchmark
+    whose id was reused, sharing a key; ``data_version`` changes with every write.
+    """
+    return (
+        str(session.get_bind().engine.url),
+        benchmark.id,
+        str(benchmark.created_at),
+        benchmark.data_version,
+    )
+
+
+def get_detector(session: Session, name: str) -> Detector:
+    """The detector called ``name``; :class:`NotFound` if there is none."""
+    return get_one(session, Detector, f"no detector named {name!r}", name=name)
+
+
+def scored_detectors(session: Session, benchmark: Benchmark) -> list[Detector]:
+    """Detectors with at least one score on the benchmark, by name."""
+    has_score = (
+        select(Score.detector_id)
+        .join(Instance, Instance.id == Score.instance_id)
+        .where(Instance.benchmark_id == benchmark.id)
+        .distinct()
+    )
+    return list(
+        session.scalars(select(Detector).where(Detector.id.in_(has_score)).order_by(Detector.name))
+    )
+
+
+def detector_scores(
+    session: Session, detector: Detector, items: LabelledItems
+) -> NDArray[np.float64]:
+    """The detector's score of each item, NaN where it has none.
+
+    Returns
+    -------
+    ndarray of float64, shape (n_items,)
+
+    """
+    q = (
+        select(Score.instance_id, Score.score)
+        .join(Instance, Instance.id == Score.instance_id)
+        .where(Score.detector_id == detector.id, Instance.benchmark_id == items.benchmark.id)
+    )
+    out = np.full(items.instance_ids.size, np.nan)
+    where = items.index()
+    for instance_id, score in session.execute(q):
+        row = where.get(instance_id)
+        if row is not None:
+            out[row] = score
+    return out
+
+
+def ab_choices(session: Session, items: LabelledItems) -> list[str] | None:
+    """For a ``flip:<judge>`` label set, the judge's AB choice per item (the CM-AUROC stratum)."""
+    if not items.target.label.startswith(FLIP_PREFIX):
+        return None
+    judge = session.scalar(
+        select(Detector).where(Detector.name == items.target.label.removeprefix(FLIP_PREFIX))
+    )
+    if judge is None:
+        return None
+    q = (
+        select(Judgment.instance_id, Judgment.choice)
+        .join(Instance, Instance.id == Judgment.instance_id)
+        .where(
+            Judgment.detector_id == judge.id,
+            Judgment.order == Order.AB.value,
+            Instance.benchmark_id == items.benchmark.id,
+        )
+    )
+    by_instance = dict(session.execute(q).all())
+    return [by_instance.get(int(i), "none") for i in items.instance_ids]

@@ -1,0 +1,196 @@
+"""The metric matrix: detectors x slices (+ macro-average) against one label set, with intervals.
+
+Its columns are the metric registry's reported metrics (:data:`app.stats.registry.REPORTED`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from app.services.cache import VersionedCache
+from app.services.metrics_query import METRICS_CACHE, MetricsData, Sample
+from app.stats.bootstrap import group_bootstrap, percentile_interval
+from app.stats.registry import INTERVAL, REPORTED, Metric, applicable
+from app.tables import Detector
+
+__all__ = [
+    "HEADLINE_METRICS",
+    "INTERVAL_METRICS",
+    "MACRO",
+    "MATRIX_METRICS",
+    "MetricRow",
+    "matrix_rows",
+]
+
+MATRIX_METRICS: tuple[Metric, ...] = REPORTED
+"""The matrix's metrics in column order (registry records: name, title, interval, ...)."""
+
+INTERVAL_METRICS: tuple[str, ...] = tuple(m.name for m in INTERVAL)
+"""Metrics reported with a group-bootstrap interval (prevalence is reported as a point)."""
+
+HEADLINE_METRICS: tuple[Metric, ...] = tuple(m for m in REPORTED if m.headline)
+"""The metrics of compact before/after tables."""
+
+MACRO = "(macro-average)"
+"""The ``slice`` value of the macro-average row; the all-items row has ``slice = None``."""
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One row of the matrix: a detector on all items, one slice, or the macro-average.
+
+    ``values`` holds each of :data:`MATRIX_METRICS` (``None`` when undefined or not
+    applicable: AUROC with one class, Brier of non-probability scores, choice-matched AUROC
+    outside flip label sets); ``intervals`` the 95% percentile interval of each of
+    :data:`INTERVAL_METRICS`.
+    """
+
+    detector: str
+    slice: str | None
+    kind: str  # "all" | "slice" | "macro"
+    n: int
+    n_groups: int
+    values: dict[str, float | None]
+    intervals: dict[str, list[float] | None]
+    valid_resamples: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON row of ``appellate metrics --json``."""
+        out: dict[str, Any] = {"detector": self.detector, "slice": self.slice, "n": self.n}
+        for metric in MATRIX_METRICS:
+            out[metric.name] = self.values.get(metric.name)
+            if metric.interval:
+                out[f"{metric.name}_ci"] = self.intervals.get(metric.name)
+        return out
+
+
+@dataclass
+class _Cell:
+    """One bootstrap of one detector on one subset, kept for the macro-average."""
+
+    row: MetricRow
+    replicates: dict[str, NDArray[np.float64]]
+
+
+def _evaluate(
+    detector: str, slice_name: str | None, kind: str, sample: Sample, resamples: int, seed: int
+) -> _Cell:
+    values: dict[str, float | None] = dict.fromkeys(m.name for m in MATRIX_METRICS)
+    intervals: dict[str, list[float] | None] = dict.fromkeys(INTERVAL_METRICS)
+    if sample.n == 0:
+        return _Cell(MetricRow(detector, slice_name, kind, 0, 0, values, intervals), {})
+    (p,) = sample.scores
+    wanted = applicable(MATRIX_METRICS, p, strata=sample.strata is not None)
+    result = group_bootstrap(
+        sample.y,
+        p,
+        sample.groups,
+        metrics=[m.name for m in wanted],
+        choice=sample.strata,
+        resamples=resamples,
+        seed=seed,
+    )
+    valid: dict[str, int] = {}
+    for metric in wanted:
+        estimate = result.estimate(metric.name)
+        values[metric.name] = estimate.value
+        if metric.interval:
+            intervals[metric.name], valid[metric.name] = estimate.ci, estimate.valid
+    row = MetricRow(detector, slice_name, kind, sample.n, result.n_groups, values, intervals, valid)
+    replicates = {m.name: result.replicates[m.name][0] for m in wanted if m.interval}
+    return _Cell(row, replicates)
+
+
+def _macro(detector: str, cells: list[_Cell]) -> MetricRow:
+    """Mean over slices of each metric defined there; the interval averages slice replicates.
+
+    Each slice is resampled on its own (a bootstrap stratified by slice), so replicate b of the
+    macro-average is the mean of the slices' replicates b; a resample where any contributing
+    slice is undefined is dropped.
+    """
+    values: dict[str, float | None] = {}
+    intervals: dict[str, list[float] | None] = {}
+    valid: dict[str, int] = {}
+    for metric in MATRIX_METRICS:
+        name = metric.name
+        defined = [c for c in cells if c.row.values.get(name) is not None]
+        values[name] = float(np.mean([c.row.values[name] for c in defined])) if defined else None
+        if not metric.interval:
+            continue
+        intervals[name] = None
+        if defined:
+            low, high, valid[name] = percentile_interval(
+                np.mean([c.replicates[name] for c in defined], axis=0)
+            )
+            intervals[name] = None if low is None or high is None else [low, high]
+    n = sum(c.row.n for c in cells)
+    n_groups = sum(c.row.n_groups for c in cells)
+    return MetricRow(detector, MACRO, "macro", n, n_groups, values, intervals, valid)
+
+
+def _slice_seed(seed: int, index: int) -> int:
+    # Independent streams per slice: equal seeds would draw correlated resamples across slices.
+    return int(np.random.SeedSequence([seed, index + 1]).generate_state(1)[0])
+
+
+def _detector_rows(data: MetricsData, detector: Detector) -> tuple[MetricRow, ...]:
+    resamples, seed = data.query.resamples, data.query.seed
+    sample = data.sample(detector)
+    rows = [_evaluate(detector.name, None, "all", sample, resamples, seed).row]
+    if sample.slices is None or data.items.slices is None:
+        return tuple(rows)
+    cells = []
+    for index, name in enumerate(sorted(set(data.items.slices))):
+        part = sample.where(sample.slices == name)
+        cell = _evaluate(detector.name, name, "slice", part, resamples, _slice_seed(seed, index))
+        cells.append(cell)
+        rows.append(cell.row)
+    rows.append(_macro(detector.name, cells))
+    return tuple(rows)
+
+
+def matrix_rows(data: MetricsData, cache: VersionedCache | None = METRICS_CACHE) -> list[MetricRow]:
+    """The matrix rows of the request's detectors, detector by detector.
+
+    For each detector: one row over all items it scored (``slice=None``), and with a slice
+    field one row per slice value (sorted; ``"(none)"`` when the field is absent) and a
+    macro-average row (``slice=MACRO``). Scores are read as P(positive class) of the target;
+    the group is ``Instance.group_key``. Metrics that need strata (choice-matched AUROC) are
+    computed for ``flip:<judge>`` label sets, stratified by that judge's AB choice; slice
+    ``i`` resamples with a seed derived from ``(seed, i)``.
+
+    Parameters
+    ----------
+    data : MetricsData
+        The loaded request.
+    cache : VersionedCache, optional
+        Memo of each detector's rows, keyed on the data version, target, label mode, detector,
+        slice field, resamples and seed; ``None`` disables it.
+
+    Returns
+    -------
+    list of MetricRow
+
+    """
+    query = data.query
+    rows: list[MetricRow] = []
+    for detector in data.detectors:
+
+        def compute(detector: Detector = detector) -> tuple[MetricRow, ...]:
+            return _detector_rows(data, detector)
+
+        key: Hashable = (
+            "metric-rows",
+            *data.key,
+            detector.id,
+            query.slice_field,
+            query.resamples,
+            query.seed,
+        )
+        rows.extend(compute() if cache is None else cache.get_or_compute(key, compute))
+    return rows

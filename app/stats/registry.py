@@ -1,0 +1,230 @@
+"""The metric registry: every detector metric declared once, with its direction, needs and kernel.
+
+The bootstrap engine, the summaries, the services, the JSON rows and every metric table read
+this module; adding a metric is one :class:`Metric` in :data:`REGISTRY` (and its kernel).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from app.stats import _kernels, _validate
+
+__all__ = [
+    "HIGHER_IS_BETTER",
+    "INTERVAL",
+    "METRICS",
+    "REGISTRY",
+    "REPORTED",
+    "Additive",
+    "Metric",
+    "Need",
+    "Ranked",
+    "StratifiedRanked",
+    "applicable",
+    "get_metric",
+    "scores_are_probabilities",
+]
+
+Columns = Callable[[NDArray[np.bool_], NDArray[np.float64], float], NDArray[np.float64]]
+"""``(y (n,), p (n,), threshold) -> (n, m)``: per-item values whose group totals a metric needs."""
+
+
+def _first_column(means: NDArray[np.float64]) -> NDArray[np.float64]:
+    return means[:, 0]
+
+
+@dataclass(frozen=True)
+class Additive:
+    """A metric that is a function of weighted means of per-item columns.
+
+    A resample's means are ``(multiplicities @ group totals) / (multiplicities @ group
+    sizes)``, so the engine needs each column's per-group totals once and one product per
+    resample. ``columns`` builds the (n, m) item values; ``reduce`` maps the (c, m) means of
+    c resamples to the (c,) metric values (NaN where a resample has no weight).
+    """
+
+    columns: Columns
+    reduce: Callable[[NDArray[np.float64]], NDArray[np.float64]] = _first_column
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A metric computed from a detector's ranking sums (:class:`app.stats._kernels.RankSums`).
+
+    ``precision`` says whether the sums must include the average-precision term.
+    """
+
+    value: Callable[[_kernels.RankSums], NDArray[np.float64]]
+    precision: bool = False
+
+
+@dataclass(frozen=True)
+class StratifiedRanked:
+    """A ranking metric pooled over strata: ``value(twice_concordant, pairs)``, each (c,)."""
+
+    value: Callable[[NDArray[np.float64], NDArray[np.float64]], NDArray[np.float64]]
+
+
+Kernel = Additive | Ranked | StratifiedRanked
+
+
+class Need(enum.Enum):
+    """What a metric needs besides binary labels."""
+
+    SCORES = "scores"
+    """A detector's scores (without it the metric describes the labels alone)."""
+    PROBABILITIES = "probabilities"
+    """Scores that all lie in [0, 1]."""
+    STRATA = "strata"
+    """A stratum per item, such as the judge's AB choice."""
+    THRESHOLD = "threshold"
+    """A decision threshold (a score at or above it predicts the positive class)."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric: how it is named, read and computed.
+
+    Attributes
+    ----------
+    name : str
+        Key in the bootstrap results and the JSON rows (``name`` and ``name_ci``).
+    title : str
+        Column header of the metric tables.
+    higher_is_better : bool
+        Direction; decides which detector "wins" a resample of a paired difference.
+    kernel : Additive, Ranked or StratifiedRanked
+        The vectorised computation for many resamples at once.
+    needs : frozenset of Need
+        Inputs beyond the labels.
+    interval : bool
+        Reported with a group-bootstrap interval; ``False`` for a point (prevalence).
+    reported : bool
+        A column of the metric matrix and of ``appellate metrics --json`` rows.
+    headline : bool
+        Shown in compact before/after tables (the queue's "before you accept").
+
+    """
+
+    name: str
+    title: str
+    higher_is_better: bool
+    kernel: Kernel
+    needs: frozenset[Need] = frozenset({Need.SCORES})
+    interval: bool = True
+    reported: bool = True
+    headline: bool = False
+
+    @property
+    def per_detector(self) -> bool:
+        """Whether the metric depends on a detector's scores (prevalence does not)."""
+        return Need.SCORES in self.needs
+
+
+# Kernels of the additive metrics: the item values whose group totals they need.
+
+
+def _positives(
+    y: NDArray[np.bool_], p: NDArray[np.float64], threshold: float
+) -> NDArray[np.float64]:
+    return y.astype(np.float64)[:, None]
+
+
+def _squared_errors(
+    y: NDArray[np.bool_], p: NDArray[np.float64], threshold: float
+) -> NDArray[np.float64]:
+    return ((p - y) ** 2)[:, None]
+
+
+def _hits(y: NDArray[np.bool_], p: NDArray[np.float64], threshold: float) -> NDArray[np.float64]:
+    return ((p >= threshold) == y).astype(np.float64)[:, None]
+
+
+def _needs(*needs: Need) -> frozenset[Need]:
+    return frozenset({Need.SCORES, *needs})
+
+
+_DEFINITIONS: tuple[Metric, ...] = (
+    Metric("prevalence", "Prevalence", True, Additive(_positives), frozenset(), interval=False),
+    Metric("auroc", "AUROC", True, Ranked(_kernels.auroc_from), headline=True),
+    Metric("auprc", "AUPRC", True, Ranked(_kernels.average_precision_from, precision=True)),
+    Metric(
+        "brier",
+        "Brier",
+        False,
+        Additive(_squared_errors),
+        _needs(Need.PROBABILITIES),
+        headline=True,
+    ),
+    Metric("accuracy", "Accuracy", True, Additive(_hits), _needs(Need.THRESHOLD), reported=False),
+    Metric(
+        "choice_matched_auroc",
+        "Choice-matched AUROC",
+        True,
+        StratifiedRanked(_kernels.choice_matched_from),
+        _needs(Need.STRATA),
+    ),
+)
+
+REGISTRY: dict[str, Metric] = {metric.name: metric for metric in _DEFINITIONS}
+"""Every metric by name, in the order tables and JSON rows show them."""
+
+METRICS: tuple[str, ...] = tuple(REGISTRY)
+"""Metric names ``group_bootstrap`` understands."""
+
+HIGHER_IS_BETTER: dict[str, bool] = {m.name: m.higher_is_better for m in _DEFINITIONS}
+"""Direction of each metric, used to say which detector "beats" the other in a resample."""
+
+REPORTED: tuple[Metric, ...] = tuple(m for m in _DEFINITIONS if m.reported)
+"""The metric matrix's metrics, in column order."""
+
+INTERVAL: tuple[Metric, ...] = tuple(m for m in REPORTED if m.interval)
+"""Reported per-detector metrics with an interval; also those of paired differences."""
+
+
+def get_metric(name: str) -> Metric:
+    """The metric called ``name``; ``ValueError`` naming the known ones otherwise."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown metric {name!r}; choose from {list(METRICS)}") from None
+
+
+def scores_are_probabilities(*scores: NDArray[np.float64]) -> bool:
+    """Whether every score of every given (finite) array lies in [0, 1]."""
+    return all(_validate.is_probability(p) for p in scores)
+
+
+def applicable(
+    metrics: Iterable[Metric], *scores: NDArray[np.float64], strata: bool
+) -> tuple[Metric, ...]:
+    """The metrics whose needs the given detectors' scores and strata meet.
+
+    Parameters
+    ----------
+    metrics : iterable of Metric
+        Candidates, in the order to keep.
+    *scores : ndarray of float64, shape (n,)
+        Each detector's finite scores; metrics that need probabilities apply only when all
+        of them lie in [0, 1].
+    strata : bool
+        Whether a stratum per item is at hand.
+
+    Returns
+    -------
+    tuple of Metric
+
+    """
+    probabilities = scores_are_probabilities(*scores)
+    return tuple(
+        m
+        for m in metrics
+        if (probabilities or Need.PROBABILITIES not in m.needs)
+        and (strata or Need.STRATA not in m.needs)
+    )
