@@ -173,14 +173,9 @@ class DetectorSpec:
 class Disagreement:
     """One ranked item.
 
-    ``score`` is the detector's P(positive class) (the mean over the disagreeing detectors in
-    consensus mode; in judge-orders mode P(A) from the AB verdict logits, when present; in
-    detector-vs-judge and margin modes the detector's P(A));
-    ``confidence`` is what the list is ranked by (the probability of the class opposite to the
-    label; in judge-orders mode the smaller of the two orders' verbalised confidences, or of
-    their verdict-logit margins; in detector-vs-judge and margin modes the detector's
-    ``max(p, 1 - p)``). ``rank`` is the mode's rank key (smaller first); ties are broken by
-    external id, so the order is stable.
+    ``score`` is the detector's score behind the item and ``confidence`` how strongly the item
+    disagrees; each mode's class says what both are for it. ``rank`` is the mode's rank key
+    (smaller first); ties are broken by external id, so the order is stable.
     """
 
     instance_id: int

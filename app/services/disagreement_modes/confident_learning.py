@@ -14,7 +14,8 @@ class CleanlabMode(base.DisagreementMode):
     """Label issues found by ``cleanlab.filter.find_label_issues`` (confident learning).
 
     Ranked as cleanlab ranks them (self-confidence, lowest first = most suspicious); cut further
-    at ``min_confidence`` only when it is given.
+    at ``min_confidence`` only when it is given. ``score`` is the detector's P(positive class),
+    ``confidence`` its P(other class).
     """
 
     name = "cleanlab"

@@ -16,6 +16,7 @@ class ConsensusMode(base.DisagreementMode):
     """Items where at least ``k`` detectors have P(other class) ``>= min_confidence``.
 
     Ranked by that count, then by the mean confidence of the disagreeing detectors.
+    ``score`` is their mean P(positive class), ``confidence`` their mean P(other class).
     """
 
     name = "consensus"

@@ -22,8 +22,8 @@ class DetectorVsJudgeMode(base.DisagreementMode):
     The detector's score is P(A better); its implied choice is A when ``p >= 0.5``, else B, and
     it is confident when ``max(p, 1 - p) >= min_confidence``. Rule for the judge's AB choice:
     ``invalid`` is skipped (no verdict to contradict); ``tie`` counts as a disagreement with
-    any confident detector. Items without an AB judgment or a score are skipped. Ranked by the
-    detector's confidence.
+    any confident detector. Items without an AB judgment or a score are skipped. ``score`` is
+    the detector's P(A), ``confidence`` its ``max(p, 1 - p)``, most confident first.
     """
 
     name = "detector-vs-judge"

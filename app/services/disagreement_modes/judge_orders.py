@@ -47,7 +47,12 @@ def _measure(judgments: list[OrderedJudgment]) -> tuple[Measure, str | None]:
 
 @base.register_mode
 class JudgeOrdersMode(base.DisagreementMode):
-    """Flipped pairs, ranked by the smaller certainty of the two orders."""
+    """Flipped pairs, ranked by the smaller certainty of the two orders.
+
+    ``confidence`` is the smaller of the two orders' verbalised confidences (or, when the judge
+    states none, of their verdict-logit margins); ``score`` is P(A) from the AB verdict
+    logits, when present.
+    """
 
     name = "judge-orders"
     title = "Judge orders"

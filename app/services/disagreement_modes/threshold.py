@@ -10,7 +10,11 @@ from app.services.disagreement_modes.inputs import against_label, labelled_proba
 
 @base.register_mode
 class ThresholdMode(base.DisagreementMode):
-    """Items whose probability for the class opposite to the label is ``>= min_confidence``."""
+    """Items whose probability for the class opposite to the label is ``>= min_confidence``.
+
+    ``score`` is the detector's P(positive class), ``confidence`` its P(other class); most
+    confident first.
+    """
 
     name = "threshold"
     title = "Threshold"
