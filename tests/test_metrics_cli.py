@@ -15,12 +15,14 @@ from app.metrics_cli import register
 from app.services.labels import append_label
 from app.settings import Settings
 from app.tables import Instance
+from tests.registry_support import row_keys
 from tests.test_metrics_service import _slice_items, build
 
+# The keys rows had before the metric registry, and those of any metric registered since.
 ROW_KEYS = {
     "detector", "slice", "n", "prevalence", "auroc", "auroc_ci", "auprc", "auprc_ci",
     "brier", "brier_ci", "choice_matched_auroc", "choice_matched_auroc_ci",
-}  # fmt: skip
+} | set(row_keys())  # fmt: skip
 JUDGE_KEYS = {
     "judge", "pairs", "retained", "flips", "flip_rate", "flip_rate_ci", "accuracy_ab",
     "accuracy_both_orders", "agreement_flip", "agreement_nonflip",

@@ -29,6 +29,7 @@ from app.stats import bootstrap, registry, summary
 from app.stats.registry import REGISTRY, Need, applicable
 from app.store import Store
 from tests import factories as f
+from tests.registry_support import row_keys
 from tests.test_ingest_helpers import O1_MINI_JUDGE
 from tests.test_review import _close_clients, _login, _make_queue, store
 from tests.test_web_metrics import client
@@ -62,10 +63,7 @@ def test_json_row_has_a_key_per_registered_column() -> None:
     values = {m.name: 0.5 for m in MATRIX_METRICS}
     intervals = {name: [0.25, 0.75] for name in INTERVAL_METRICS}
     row = MetricRow("d", None, "all", 10, 5, values, intervals).as_dict()
-    expected = ["detector", "slice", "n"]
-    for metric in MATRIX_METRICS:
-        expected += [metric.name, f"{metric.name}_ci"] if metric.interval else [metric.name]
-    assert list(row) == expected
+    assert list(row) == row_keys()
     assert row["prevalence"] == 0.5 and row[f"{INTERVAL_METRICS[0]}_ci"] == [0.25, 0.75]
 
 

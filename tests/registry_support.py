@@ -1,0 +1,15 @@
+"""What the metric registry says a metrics JSON row holds, for tests that check row keys."""
+
+from __future__ import annotations
+
+from app.services.metric_matrix import INTERVAL_METRICS, MATRIX_METRICS
+
+__all__ = ["INTERVAL_METRICS", "row_keys"]
+
+
+def row_keys() -> list[str]:
+    """The keys of a JSON metric row, in order, as the registry declares its columns."""
+    keys = ["detector", "slice", "n"]
+    for metric in MATRIX_METRICS:
+        keys += [metric.name, f"{metric.name}_ci"] if metric.interval else [metric.name]
+    return keys
