@@ -15,43 +15,24 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from app import migrate
-from app.db import make_engine, session_factory, transaction
-from app.ingest.judgebench import import_judgebench
 from app.services.disagreement_modes import DisagreementMode, all_modes
 from app.services.disagreement_query import mode_param_names
 from app.settings import Settings
 from tests.auth_support import signed_in_context
-from tests.live_server import live_server
 from tests.test_browser import browser
+from tests.test_browser_metrics import base_url, browser_settings
 from tests.test_disagreements_web import REWARDS, form_choices
-from tests.test_ingest_helpers import O1_MINI, PAIRS_GPT4O, REWARD_OUTPUTS
 
 pytest.importorskip("playwright.sync_api")
 
 pytestmark = pytest.mark.browser
 
-__all__ = ["browser"]  # the shared Chromium fixture, imported so pytest finds it here
+# Shared fixtures, imported so pytest finds them here: Chromium, and a server on its own
+# SQLite store holding JudgeBench (GPT-4o pairs, o1-mini, 3 RMs).
+__all__ = ["base_url", "browser", "browser_settings"]
 
 PATH = "/benchmarks/judgebench/disagreements"
 SHOTS = Path("/tmp")
-
-
-@pytest.fixture(scope="module")
-def browser_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    return Settings(data_dir=tmp_path_factory.mktemp("browser-disagreements"))
-
-
-@pytest.fixture(scope="module")
-def base_url(browser_settings: Settings) -> Iterator[str]:
-    """A server on its own SQLite store holding JudgeBench (GPT-4o pairs, o1-mini, 3 RMs)."""
-    engine = make_engine(browser_settings)
-    migrate.upgrade(engine)
-    with transaction(session_factory(engine)) as session:
-        import_judgebench(session, [PAIRS_GPT4O], outputs=[O1_MINI, *REWARD_OUTPUTS])
-    engine.dispose()
-    with live_server(browser_settings) as url:
-        yield url
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import csv
 import io
 import json
 import re
-from collections.abc import Iterator
 from urllib.parse import urlencode
 
 import pytest
@@ -20,27 +19,18 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 from typer.testing import CliRunner
 
-from app.db import transaction
 from app.errors import InvalidInput
-from app.ingest.judgebench import import_judgebench
 from app.metrics_cli import register
 from app.services.disagreement_query import build_query
 from app.services.disagreements import find_disagreements
-from app.settings import Settings
 from app.tables import Detector, Instance, QueueItem, Score
-from tests.auth_support import api_client
-from tests.test_ingest_helpers import O1_MINI, PAIRS_GPT4O, REWARD_OUTPUTS
+from tests.test_disagreements_judge import client, loaded, runner
+
+__all__ = ["client", "loaded", "runner"]  # shared fixtures: JudgeBench with o1-mini and 3 RMs
 
 RM = "reward_model/internlm_internlm2-7b-reward"
 PAGE = "/benchmarks/judgebench/disagreements"
 HX = {"HX-Request": "true"}
-
-
-@pytest.fixture
-def loaded(factory: sessionmaker[Session]) -> sessionmaker[Session]:
-    with transaction(factory) as session:
-        import_judgebench(session, [PAIRS_GPT4O], outputs=[O1_MINI, *REWARD_OUTPUTS])
-    return factory
 
 
 def expected(session: Session, band: float) -> list[tuple[str, float]]:
@@ -83,15 +73,6 @@ def test_band_is_checked(loaded: sessionmaker[Session]) -> None:
         build_query("margin", [RM], values={"min_confidence": 0.9})
 
 
-@pytest.fixture
-def runner(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch, loaded: sessionmaker[Session]
-) -> CliRunner:
-    monkeypatch.setenv("APPELLATE_DATABASE_URL", settings.resolved_database_url)
-    monkeypatch.setenv("APPELLATE_DATA_DIR", str(settings.data_dir))
-    return CliRunner()
-
-
 def test_cli_takes_the_band_as_a_mode_parameter(
     runner: CliRunner, loaded: sessionmaker[Session]
 ) -> None:
@@ -116,12 +97,6 @@ def test_cli_takes_the_band_as_a_mode_parameter(
         bad = runner.invoke(cli, [*args, *extra, "--json"])
         assert bad.exit_code == 2 and message in bad.stderr, bad.output
     assert "margin" in runner.invoke(cli, ["disagreements", "--help"]).stdout
-
-
-@pytest.fixture
-def client(settings: Settings, loaded: sessionmaker[Session]) -> Iterator[TestClient]:
-    with api_client(settings) as c:
-        yield c
 
 
 def test_page_form_csv_and_api(client: TestClient, loaded: sessionmaker[Session]) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Iterator
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -19,18 +18,17 @@ from markupsafe import escape
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db import transaction
-from app.ingest.judgebench import import_judgebench
 from app.services import disagreement_modes
 from app.services.disagreement_modes import inputs
 from app.services.disagreement_modes.base import DetectorKind, DisagreementMode, ParamKind
 from app.services.disagreement_query import build_query, mode_param_names
 from app.services.disagreements import disagreements, find_disagreements
 from app.services.queue_sources import disagreement_ids
-from app.settings import Settings
 from app.tables import Benchmark
-from tests.auth_support import api_client
-from tests.test_ingest_helpers import O1_MINI, O1_MINI_JUDGE, PAIRS_GPT4O, REWARD_OUTPUTS
+from tests.test_disagreements_judge import client, loaded
+from tests.test_ingest_helpers import O1_MINI_JUDGE
+
+__all__ = ["client", "loaded"]  # shared fixtures: JudgeBench GPT-4o pairs, o1-mini, 3 RMs
 
 HX = {"HX-Request": "true"}
 PAGE = "/benchmarks/judgebench/disagreements"
@@ -43,19 +41,6 @@ REWARDS = [
 REWARD = REWARDS[0]
 # Every field of the form for every mode, left empty: what a submit sends before any typing.
 EMPTY = dict.fromkeys([*mode_param_names(), "limit"], "")
-
-
-@pytest.fixture
-def loaded(factory: sessionmaker[Session]) -> sessionmaker[Session]:
-    with transaction(factory) as session:
-        import_judgebench(session, [PAIRS_GPT4O], outputs=[O1_MINI, *REWARD_OUTPUTS])
-    return factory
-
-
-@pytest.fixture
-def client(settings: Settings, loaded: sessionmaker[Session]) -> Iterator[TestClient]:
-    with api_client(settings) as c:
-        yield c
 
 
 def row_ids(page: str) -> list[str]:

@@ -3,24 +3,15 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
-import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy.orm import Session, sessionmaker
 
 from app.settings import Settings
 from tests import factories as f
 from tests.auth_support import api_client
+from tests.test_web_pages import HX, client
 
-HX = {"HX-Request": "true"}
-
-
-@pytest.fixture
-def client(settings: Settings, factory: sessionmaker[Session]) -> Iterator[TestClient]:
-    f.seed_benchmarks(factory)
-    with api_client(settings) as c:
-        yield c
+__all__ = ["client"]  # the shared fixture: the seeded small benchmarks
 
 
 def test_every_page_has_the_error_region_and_its_script(client: TestClient) -> None:
