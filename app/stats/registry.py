@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 from app.stats import _kernels, _validate
 
 __all__ = [
+    "ECE_BINS",
     "HIGHER_IS_BETTER",
     "INTERVAL",
     "METRICS",
@@ -146,6 +147,24 @@ def _hits(y: NDArray[np.bool_], p: NDArray[np.float64], threshold: float) -> NDA
     return ((p >= threshold) == y).astype(np.float64)[:, None]
 
 
+ECE_BINS = 10
+"""Equal-width probability bins of expected calibration error (the last one closed)."""
+
+
+def _calibration_gaps(
+    y: NDArray[np.bool_], p: NDArray[np.float64], threshold: float
+) -> NDArray[np.float64]:
+    # ECE = sum over bins of |sum of (p - y) in the bin| / n: the bin share times
+    # |mean p - mean y|. One column per occupied bin (an empty one adds nothing, ever).
+    index, _ = _kernels.equal_width_bins(p, ECE_BINS)
+    occupied = np.unique(index)
+    return np.where(index[:, None] == occupied, (p - y)[:, None], 0.0)
+
+
+def _sum_of_gaps(means: NDArray[np.float64]) -> NDArray[np.float64]:
+    return np.abs(means).sum(axis=1)
+
+
 def _needs(*needs: Need) -> frozenset[Need]:
     return frozenset({Need.SCORES, *needs})
 
@@ -169,6 +188,9 @@ _DEFINITIONS: tuple[Metric, ...] = (
         True,
         StratifiedRanked(_kernels.choice_matched_from),
         _needs(Need.STRATA),
+    ),
+    Metric(
+        "ece", "ECE", False, Additive(_calibration_gaps, _sum_of_gaps), _needs(Need.PROBABILITIES)
     ),
 )
 
