@@ -1,142 +1,76 @@
-"""The ``appellate`` command line (Typer): database, import, serve and demo commands."""
+"""The ``appellate`` command line (Typer): every subcommand, where it lives, and what it does.
+
+Commands are imported when they run (see :mod:`app.lazy_cli`), so ``appellate --help`` and a
+quick command do not load the web stack, the importers or the workers (torch, transformers,
+scikit-learn) of the commands they do not use.
+"""
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-from pathlib import Path
-
 import typer
 
-from app.demo import BUNDLED_DATA, demo_admin_link, load_demo_data
-from app.ingest.cli import import_app
-from app.ingest.export_cli import register as register_export
-from app.metrics_cli import register as register_metrics
-from app.settings import Settings
-from app.store import Store
-from app.users_cli import signin_url, users_app
-from workers.cli import add_smollm2, models_app
-from workers.jobs_cli import register as register_jobs
-from workers.probe_cli import probe_app
+from app.lazy_cli import Lazy, LazyGroup
 
-cli = typer.Typer(no_args_is_help=True, help="Audit benchmark labels and detector disagreements.")
-db_app = typer.Typer(no_args_is_help=True, help="Database maintenance.")
-cli.add_typer(db_app, name="db")
-cli.add_typer(import_app, name="import")
-cli.add_typer(models_app, name="models")
-cli.add_typer(probe_app, name="probe")
-cli.add_typer(users_app, name="users")
-register_metrics(cli)
-register_jobs(cli)
-register_export(cli)
-
-
-@db_app.command("upgrade")
-def db_upgrade() -> None:
-    """Create the store or migrate it to the latest schema."""
-    settings = Settings()
-    store = Store.open(settings)
-    store.close()
-    typer.echo(f"database at head: {settings.resolved_database_url}")
-
-
-def _start_worker(device: str) -> subprocess.Popen[bytes]:
-    """One ``appellate worker`` process beside the web server, with the same environment."""
-    command = [sys.executable, "-m", "app.cli", "worker", "--device", device]
-    return subprocess.Popen(command)
-
-
-def _serve(
-    settings: Settings, host: str, port: int, *, workers: int = 1, job_worker: str | None = None
-) -> None:
-    # Imported here so that import-only CLI commands do not pay for the web stack.
-    import uvicorn
-
-    from app.main import create_app
-
-    runner = _start_worker(job_worker) if job_worker else None
-    typer.echo(f"Appellate dashboard: http://{host}:{port}/")
-    if runner is not None:
-        typer.echo(f"job worker: pid {runner.pid} (device {job_worker})")
-    try:
-        if workers > 1:
-            # Several processes need an import string; they read the same APPELLATE_* settings.
-            uvicorn.run(
-                "app.main:app_from_environment",
-                factory=True,
-                host=host,
-                port=port,
-                workers=workers,
-                log_level="warning",
-            )
-        else:
-            uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
-    finally:
-        if runner is not None:
-            runner.send_signal(signal.SIGTERM)  # finishes its batch and requeues the job
-            runner.wait()
-
-
-WorkersOpt = typer.Option(1, "--workers", min=1, help="Web server processes.")
-WithWorkerOpt = typer.Option(
-    False, "--with-worker/--no-worker", help="Also run one job worker process."
+# In listing order; each summary is the first paragraph of the command's own help.
+COMMANDS: tuple[Lazy, ...] = (
+    Lazy(
+        "metrics",
+        "app.metrics_cli:metrics_command",
+        "Detector metrics with group-bootstrap 95% intervals, and the pairwise judge summary.",
+    ),
+    Lazy(
+        "disagreements",
+        "app.disagreements_cli:disagreements_command",
+        "Items where detectors confidently contradict the labels, a judge, or a judge's other "
+        "order.",
+    ),
+    Lazy(
+        "judge",
+        "workers.jobs_cli:judge",
+        "Judge a pairwise benchmark in both orders with a local or remote model.",
+    ),
+    Lazy(
+        "extract",
+        "workers.jobs_cli:extract",
+        "Capture residual activations of a benchmark's instances into an activation set.",
+    ),
+    Lazy(
+        "worker",
+        "workers.jobs_cli:worker",
+        "Run queued jobs until SIGTERM/SIGINT (the current batch finishes, the job is requeued).",
+    ),
+    Lazy(
+        "export",
+        "app.ingest.export_cli:export_command",
+        "Export a benchmark with resolved or original labels, and a changelog CSV beside it.",
+    ),
+    Lazy("serve", "app.serve_cli:serve", "Serve the dashboard on an existing store."),
+    Lazy(
+        "demo",
+        "app.serve_cli:demo",
+        "Create the SQLite store, import the bundled real data and serve the dashboard.",
+    ),
+    Lazy("db", "app.serve_cli:db_app", "Database maintenance."),
+    Lazy("import", "app.ingest.cli:import_app", "Import benchmarks, labels, judgments and scores."),
+    Lazy("models", "workers.cli:models_app", "Register and list local language models."),
+    Lazy("probe", "workers.probe_cli:probe_app", "Fit, apply and list probes."),
+    Lazy("users", "app.users_cli:users_app", "Users, sign-in links and API tokens."),
+    Lazy("jobs", "workers.jobs_cli:jobs_app", "List, follow, cancel and retry background jobs."),
 )
-DeviceOpt = typer.Option("auto", "--device", help="Job worker device: auto, cpu or cuda:N.")
 
 
-@cli.command()
-def serve(
-    host: str = typer.Option(None, help="Bind address (default APPELLATE_HOST or 127.0.0.1)."),
-    port: int = typer.Option(None, help="Port (default APPELLATE_PORT or 8000)."),
-    workers: int = WorkersOpt,
-    with_worker: bool = WithWorkerOpt,
-    device: str = DeviceOpt,
-) -> None:
-    """Serve the dashboard on an existing store."""
-    settings = Settings()
-    Store.open(settings).close()
-    _serve(
-        settings,
-        host or settings.host,
-        port or settings.port,
-        workers=workers,
-        job_worker=device if with_worker else None,
-    )
+class AppellateGroup(LazyGroup):
+    """The ``appellate`` group: :data:`COMMANDS`, each imported when it runs."""
+
+    lazy = COMMANDS
 
 
-@cli.command()
-def demo(
-    host: str = typer.Option(None, help="Bind address (default APPELLATE_HOST or 127.0.0.1)."),
-    port: int = typer.Option(None, help="Port (default APPELLATE_PORT or 8000)."),
-    data: Path = typer.Option(BUNDLED_DATA, help="Folder of the bundled data."),
-    serve_after: bool = typer.Option(True, "--serve/--no-serve", help="Serve after importing."),
-    model: bool = typer.Option(
-        True, "--model/--no-model", help="Convert and register the bundled SmolLM2 judge."
-    ),
-    with_worker: bool = typer.Option(
-        True, "--with-worker/--no-worker", help="Run one job worker beside the server."
-    ),
-    device: str = DeviceOpt,
-) -> None:
-    """Create the SQLite store, import the bundled real data and serve the dashboard."""
-    settings = Settings()
-    store = Store.open(settings)
-    for line in load_demo_data(store, data):
-        typer.echo(line)
-    secret = demo_admin_link(store)
-    store.close()
-    if model:
-        try:
-            add_smollm2()
-        except typer.Exit:
-            typer.echo("the demo model is not available; judging needs a registered model")
-    host, port = host or settings.host, port or settings.port
-    typer.echo(
-        f"sign in as admin (one-time link, 24 h): {signin_url(secret, f'http://{host}:{port}')}"
-    )
-    if serve_after:
-        _serve(settings, host, port, job_worker=device if with_worker else None)
+cli = typer.Typer(cls=AppellateGroup, no_args_is_help=True)
+
+
+@cli.callback()
+def appellate() -> None:
+    """Audit benchmark labels and detector disagreements."""
 
 
 def main() -> None:

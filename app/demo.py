@@ -11,10 +11,9 @@ from app.db import transaction
 from app.ingest.judgebench import import_judgebench
 from app.ingest.statements import import_statements
 from app.services.users import create_user, issue_token
+from app.settings import BUNDLED_DATA
 from app.store import Store
 from app.tables import Role, TokenKind, User
-
-BUNDLED_DATA = Path(__file__).resolve().parent.parent / "data"
 
 
 def demo_files(data: Path) -> tuple[list[Path], list[Path], list[Path]]:

@@ -7,6 +7,10 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# The real data shipped with the repository (each folder with its SOURCE.md): the demo's
+# imports and the lie-detector dataset builders read it by default.
+BUNDLED_DATA = Path(__file__).resolve().parent.parent / "data"
+
 
 class Settings(BaseSettings):
     """Runtime configuration for the web server, the CLI and the workers."""

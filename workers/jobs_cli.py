@@ -311,11 +311,3 @@ def retry(job_id: Annotated[int, typer.Argument()]) -> None:
     """Queue a failed or cancelled job again."""
     status = in_store(lambda s: jobs.retry(s, job_id).status)
     typer.echo(f"job {job_id}: {status}")
-
-
-def register(cli: typer.Typer) -> None:
-    """Add the job commands to the ``appellate`` app."""
-    cli.command()(judge)
-    cli.command()(extract)
-    cli.command()(worker)
-    cli.add_typer(jobs_app, name="jobs")

@@ -14,7 +14,6 @@ import typer
 from sqlalchemy.orm import Session
 
 from app.cli_support import in_store
-from app.demo import BUNDLED_DATA
 from app.ingest.lie_datasets import (
     CONFOUNDER_PREFIX,
     PERSONA_BENCHMARK,
@@ -28,6 +27,7 @@ from app.ingest.lie_datasets import (
 )
 from app.ingest.lie_formats import CONFOUNDER_SETS, STATEMENT_FORMATS
 from app.ingest.records import ImportSummary
+from app.settings import BUNDLED_DATA
 
 lie_app = typer.Typer(
     no_args_is_help=True,

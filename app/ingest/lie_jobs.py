@@ -12,7 +12,6 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.demo import BUNDLED_DATA
 from app.errors import InvalidInput
 from app.ingest.lie_datasets import (
     build_confounders,
@@ -21,6 +20,7 @@ from app.ingest.lie_datasets import (
     build_truth,
 )
 from app.ingest.records import ImportSummary
+from app.settings import BUNDLED_DATA
 
 BUILD_DATASET_JOB = "build_dataset"
 
