@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from sklearn.metrics import average_precision_score, brier_score_loss, roc_auc_score
 
+import app.stats.bootstrap as engine
 from app.stats.bootstrap import (
     bootstrap_mean,
     group_bootstrap,
@@ -298,3 +299,19 @@ def test_group_keys_of_any_scalar_type_give_the_same_resamples() -> None:
     again = group_bootstrap(y, p, mixed.copy(), metrics=["auroc"], resamples=60, seed=1)
     assert np.array_equal(results[2].replicates["auroc"], again.replicates["auroc"])
     assert results[2].n_groups == 4
+
+
+def test_kept_draws_give_the_resamples_drawn_chunk_by_chunk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Small draws are kept and shared; the replicates equal those of fresh per-chunk draws."""
+    y, p, groups = grouped_data()
+    n_groups = np.unique(groups).size
+    kept = group_bootstrap(y, [p, 1 - p], groups, resamples=150, seed=21, chunk_size=16)
+    drawn = engine._KEPT.get(21, 150, n_groups)
+    assert drawn is engine._KEPT.get(21, 150, n_groups) and not drawn.flags.writeable
+    assert np.array_equal(drawn, group_multiplicities(n_groups, 150, seed=21))
+    monkeypatch.setattr(engine, "_KEPT_DRAW_ELEMENTS", 0)  # every chunk draws its own
+    fresh = group_bootstrap(y, [p, 1 - p], groups, resamples=150, seed=21, chunk_size=16)
+    for metric in kept.metrics:
+        assert np.array_equal(kept.replicates[metric], fresh.replicates[metric], equal_nan=True)

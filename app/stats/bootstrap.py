@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -48,6 +49,9 @@ __all__ = [
 # because the working set then stays in cache; it also bounds memory whatever B is.
 _CHUNK_ELEMENTS = 1 << 20
 _MAX_THREADS = 8
+# Small draws (B x n_units multiplicities, 8 MB at most) are kept for reuse, 32 MB in all.
+_KEPT_DRAW_ELEMENTS = 1 << 21
+_KEPT_DRAWS_BUDGET = 1 << 23
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,41 @@ def _fill_multiplicities(
     for row, child in zip(out, seeds, strict=True):
         drawn = np.random.Generator(np.random.PCG64(child)).integers(0, n_groups, size=n_groups)
         row[:] = np.bincount(drawn, minlength=n_groups)
+
+
+class _KeptDraws:
+    """Recent small draws by ``(seed, B, n_units)``, up to a total number of multiplicities.
+
+    Drawing costs a generator per resample, more than the kernels on a few thousand items, and
+    the draws depend only on the key, which every detector of a metrics request shares (each
+    slice has its own seed). Arrays are read-only: every caller gets the same one.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self._budget = budget
+        self._kept: OrderedDict[tuple[int, int, int], NDArray[np.int32]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, seed: int, resamples: int, n_units: int) -> NDArray[np.int32]:
+        """:func:`group_multiplicities` ``(n_units, resamples, seed)``, drawn once."""
+        key = (seed, resamples, n_units)
+        with self._lock:
+            if key in self._kept:
+                self._kept.move_to_end(key)
+                return self._kept[key]
+        # Drawn outside the lock: two threads may draw the same key, with equal results.
+        drawn = group_multiplicities(n_units, resamples, seed)
+        drawn.setflags(write=False)
+        with self._lock:
+            self._kept[key] = drawn
+            total = sum(a.size for a in self._kept.values())
+            while total > self._budget and len(self._kept) > 1:
+                _, dropped = self._kept.popitem(last=False)
+                total -= dropped.size
+        return drawn
+
+
+_KEPT = _KeptDraws(_KEPT_DRAWS_BUDGET)
 
 
 def group_multiplicities(n_groups: int, resamples: int, seed: int = 0) -> NDArray[np.int32]:
@@ -336,13 +375,21 @@ def _for_each_chunk(
     if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     step = chunk_size or max(1, min(256, _CHUNK_ELEMENTS // max(1, width)))
-    seeds = _resample_seeds(seed, resamples)
+    if resamples * n_units <= _KEPT_DRAW_ELEMENTS:
+        drawn = _KEPT.get(seed, resamples, n_units)
 
-    def run(start: int) -> None:
-        stop = min(start + step, resamples)
-        weights = np.empty((stop - start, n_units), dtype=np.int32)
-        _fill_multiplicities(weights, seeds[start:stop], n_units)
-        consume(start, stop, weights)
+        def run(start: int) -> None:
+            stop = min(start + step, resamples)
+            consume(start, stop, drawn[start:stop])
+
+    else:
+        seeds = _resample_seeds(seed, resamples)
+
+        def run(start: int) -> None:
+            stop = min(start + step, resamples)
+            weights = np.empty((stop - start, n_units), dtype=np.int32)
+            _fill_multiplicities(weights, seeds[start:stop], n_units)
+            consume(start, stop, weights)
 
     starts = range(0, resamples, step)
     if threads == 1 or len(starts) == 1:
