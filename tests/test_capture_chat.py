@@ -61,7 +61,17 @@ def test_render_chat_with_generation_prompt_and_prefill(tokenizer: Any):
         render_chat(tokenizer, MESSAGES, prefill="hi")
 
 
-def test_check_single_bos_accepts_normal_transcripts():
-    check_single_bos([1, 4, 1], 1)
-    check_single_bos([1, 1], None)
-    check_single_bos([], 1)
+def test_check_single_bos_accepts_normal_transcripts(tokenizer: Any):
+    bos = tokenizer.bos_token_id
+    rendered = render_chat(tokenizer, MESSAGES, add_generation_prompt=True)
+    assert rendered[0] == bos and rendered[1] != bos  # a real transcript: one leading BOS
+    # A BOS later on (a second conversation appended), an empty or one-token transcript.
+    normal = [rendered, rendered + rendered, [bos], [], [1, 4, 1]]
+    for ids in normal:
+        assert check_single_bos(ids, bos) is None, ids
+    # A tokenizer without a BOS token has nothing to double.
+    assert check_single_bos([1, 1], None) is None
+    assert check_single_bos([], 1) is None
+    # The same check refuses a doubled start, so the acceptances above are decisions.
+    with pytest.raises(ValueError, match="double BOS"):
+        check_single_bos([bos, *rendered], bos)

@@ -280,6 +280,19 @@ def test_pages_follow_data_version(client: TestClient, factory: sessionmaker[Ses
 
 
 def test_static_assets_are_served(client: TestClient) -> None:
+    from app.web.templating import STATIC_DIR
+
+    page = client.get("/").text
+    assets = re.findall(r'(?:href|src)="(/static/[^"]+)"', page)
+    # Every page loads the stylesheet, htmx and the app's script from /static.
+    assert {"/static/app.css", "/static/vendor/htmx.min.js", "/static/app.js"} <= set(assets)
+    for url in assets:
+        r = client.get(url)
+        assert r.status_code == 200, url
+        kind = "text/css" if url.endswith(".css") else "javascript"
+        assert kind in r.headers["content-type"], (url, r.headers["content-type"])
+        on_disk = (STATIC_DIR / url.removeprefix("/static/")).read_bytes()
+        assert on_disk and r.content == on_disk, url
     assert client.get("/static/app.css").status_code == 200
     assert client.get("/static/vendor/htmx.min.js").status_code == 200
 
