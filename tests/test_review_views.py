@@ -65,6 +65,15 @@ def _queue(factory: sessionmaker[Session], queue_id: int) -> ReviewQueue:
         return queues.get_queue(session, queue_id)
 
 
+def _views(
+    factory: sessionmaker[Session], world: World, queue_id: int, *people: Principal
+) -> list[review_views.ItemView]:
+    """How each of ``people`` sees ``world.item`` in the queue."""
+    with transaction(factory) as session:
+        queue = queues.get_queue(session, queue_id)
+        return [review_views.item_view(session, queue, world.item, p) for p in people]
+
+
 def test_sees_labels_only_reviewers_or_open_queues(
     world: World, factory: sessionmaker[Session]
 ) -> None:
@@ -77,10 +86,7 @@ def test_sees_labels_only_reviewers_or_open_queues(
 def test_blind_item_view_hides_labels_metadata_and_others_notes(
     world: World, factory: sessionmaker[Session]
 ) -> None:
-    with transaction(factory) as session:
-        queue = queues.get_queue(session, world.blind)
-        ann = review_views.item_view(session, queue, world.item, world.ann)
-        rita = review_views.item_view(session, queue, world.item, world.rita)
+    ann, rita = _views(factory, world, world.blind, world.ann, world.rita)
     assert ann.texts and ann.texts == rita.texts
     assert ann.resolution is None and ann.fields == []
     assert [c.body for c in ann.comments] == ["ann's own note"]
@@ -94,9 +100,7 @@ def test_blind_item_view_hides_labels_metadata_and_others_notes(
 def test_open_queue_shows_annotators_everything(
     world: World, factory: sessionmaker[Session]
 ) -> None:
-    with transaction(factory) as session:
-        queue = queues.get_queue(session, world.open)
-        ann = review_views.item_view(session, queue, world.item, world.ann)
+    (ann,) = _views(factory, world, world.open, world.ann)
     assert ann.resolution is not None and ann.resolution.votes == {"bob": "B"}
     assert ann.fields and len(ann.comments) == 2
 
