@@ -10,8 +10,8 @@ from app.errors import InvalidInput
 from app.ingest.lie_jobs import BUILD_DATASET_JOB, BUILDERS
 from app.services import jobs
 from app.services.benchmarks import get_benchmark
+from app.services.labelled_items import get_detector
 from app.services.language_models import get_language_model
-from app.services.metrics import get_detector
 from app.tables import Job
 
 FIT_PROBE_JOB = "fit_probe"
