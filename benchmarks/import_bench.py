@@ -1,11 +1,19 @@
-"""Import speed and memory: 1M generic rows through ``import_table`` vs a naive ORM import.
+"""Import speed and memory: a large file through ``import_table`` vs a naive ORM import.
 
-Prints one JSON document. Each import runs in its own subprocess (so its RSS high-water mark is
-its own) into a fresh database: a temporary SQLite file, and a temporary PostgreSQL database on
-127.0.0.1:5432 that is dropped afterwards. Usage::
+Prints one JSON document. Two kinds of rows: ``response`` (an instance, a label and a score per
+row) and ``choice`` (a question with four options, a reference letter and ``--models`` model
+answers per row, as MMLU-Redux-style audits import them). Measured per database:
 
-    .venv/bin/python benchmarks/import_bench.py [--rows 1000000] [--naive-rows 20000]
-        [--databases sqlite,postgresql]
+- ``fast``: the whole file (default 1M rows) once: rows/s and the peak RSS of its process;
+- ``fast_reimport_unchanged``: the same file again (everything skipped);
+- ``same_sample``: the first ``--sample-rows`` rows imported by ``import_table`` and by the
+  naive ORM import, alternately for ``--rounds`` rounds, each into a fresh database; the
+  speedup is the ratio of their median times on the same rows (like with like).
+
+Each import runs in its own subprocess (its RSS high-water mark is its own). Usage::
+
+    .venv/bin/python benchmarks/import_bench.py [--kind choice --models 20] [--rows 1000000]
+        [--sample-rows 20000] [--rounds 3] [--databases sqlite,postgresql]
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import json
 import os
 import platform
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,33 +44,71 @@ from sqlalchemy import create_engine, text  # noqa: E402
 PG_ADMIN_URL = os.environ.get(
     "APPELLATE_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
-COLUMNS = ["id", "group", "prompt", "response", "label", "score"]
-TABLE_ARGS: dict[str, Any] = {
-    "kind": "response",
-    "mapping": {"prompt": "prompt", "response": "response"},
-    "id_column": "id",
-    "group": "group",
-    "labels": {"truth": "label"},
-    "scores": {"bench-probe": "score"},
-}
+LETTERS = "ABCD"
 
 
-def generate_csv(path: Path, rows: int) -> int:
-    """Write ``rows`` synthetic rows (8 per group) and return the file size in bytes."""
+def model_columns(n_models: int) -> list[str]:
+    """Names of the model-answer columns of a choice file."""
+    return [f"model_{j:02d}" for j in range(n_models)]
+
+
+def columns(kind: str, n_models: int) -> list[str]:
+    """The CSV header of a generated file."""
+    if kind == "response":
+        return ["id", "group", "prompt", "response", "label", "score"]
+    return ["id", "group", "question", "a", "b", "c", "d", "gold", *model_columns(n_models)]
+
+
+def table_args(kind: str, n_models: int) -> dict[str, Any]:
+    """The ``import_table`` arguments of a generated file."""
+    if kind == "response":
+        return {
+            "kind": "response",
+            "mapping": {"prompt": "prompt", "response": "response"},
+            "labels": {"truth": "label"},
+            "scores": {"bench-probe": "score"},
+        }
+    return {
+        "kind": "choice",
+        "mapping": {"question": "question"},
+        "option_columns": dict(zip(LETTERS, "abcd", strict=True)),
+        "labels": {"reference": "gold"},
+        "answers": {m: m for m in model_columns(n_models)},
+    }
+
+
+def row(kind: str, i: int, n_models: int) -> list[Any]:
+    """Synthetic row ``i`` (8 rows per group)."""
+    if kind == "response":
+        return [
+            f"item-{i:07d}",
+            f"question-{i // 8:06d}",
+            f"Is statement number {i} true? Answer briefly.",
+            f"I believe statement {i} is {'true' if i % 3 else 'false'}, for reasons.",
+            i % 2,
+            f"{(i * 7919 % 10007) / 10007:.6f}",
+        ]
+    gold = LETTERS[i % 4]
+    # Most models agree with the label; a few pick another letter, as in real audits.
+    answers = [gold if (i * 31 + j * 17) % 7 else LETTERS[(i + j) % 4] for j in range(n_models)]
+    options = [f"option {c} of question {i}" for c in "abcd"]
+    return [
+        f"item-{i:07d}",
+        f"subject-{i // 8:06d}",
+        f"Which is right, question {i}?",
+        *options,
+        gold,
+        *answers,
+    ]
+
+
+def generate_csv(path: Path, kind: str, rows: int, n_models: int) -> int:
+    """Write ``rows`` synthetic rows and return the file size in bytes."""
     with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
-        writer.writerow(COLUMNS)
+        writer.writerow(columns(kind, n_models))
         for i in range(rows):
-            writer.writerow(
-                [
-                    f"item-{i:07d}",
-                    f"question-{i // 8:06d}",
-                    f"Is statement number {i} true? Answer briefly.",
-                    f"I believe statement {i} is {'true' if i % 3 else 'false'}, for reasons.",
-                    i % 2,
-                    f"{(i * 7919 % 10007) / 10007:.6f}",
-                ]
-            )
+            writer.writerow(row(kind, i, n_models))
     return path.stat().st_size
 
 
@@ -100,27 +147,23 @@ def fresh_database(dialect: str, workdir: Path) -> Iterator[str]:
             with admin.connect() as conn:
                 conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
             admin.dispose()
+        elif url.startswith("sqlite:///"):
+            Path(url.removeprefix("sqlite:///")).unlink(missing_ok=True)
 
 
-def run_worker(mode: str, url: str, path: Path, workdir: Path) -> dict[str, Any]:
+def run_worker(
+    mode: str, url: str, path: Path, workdir: Path, kind: str, n_models: int
+) -> dict[str, Any]:
     """Run one import in a subprocess and return what it measured."""
     out = subprocess.run(
         [
-            sys.executable,
-            __file__,
-            "--worker",
-            mode,
-            "--url",
-            url,
-            "--file",
-            str(path),
-            "--workdir",
-            str(workdir),
+            sys.executable, __file__, "--worker", mode, "--url", url, "--file", str(path),
+            "--workdir", str(workdir), "--kind", kind, "--models", str(n_models),
         ],
         check=True,
         capture_output=True,
         text=True,
-    )
+    )  # fmt: skip
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -130,7 +173,9 @@ def _peak_rss_mib() -> float:
     return round(peak / (1024 * 1024 if platform.system() == "Darwin" else 1024), 1)
 
 
-def worker(mode: str, url: str, path: Path, workdir: Path) -> dict[str, Any]:
+def worker(
+    mode: str, url: str, path: Path, workdir: Path, kind: str, n_models: int
+) -> dict[str, Any]:
     """The measured import, inside the subprocess."""
     from app.db import make_engine, session_factory, transaction
     from app.settings import Settings
@@ -139,16 +184,18 @@ def worker(mode: str, url: str, path: Path, workdir: Path) -> dict[str, Any]:
     factory = session_factory(engine)
     rss_before = _peak_rss_mib()
     start = time.perf_counter()
-    if mode in ("fast", "fast-again"):
+    if mode == "fast":
         from app.ingest.table import import_table
 
         with transaction(factory) as session:
-            summary = import_table(session, path, benchmark="bench", **TABLE_ARGS)
+            summary = import_table(
+                session, path, benchmark="bench", id_column="id", group="group",
+                **table_args(kind, n_models),
+            )  # fmt: skip
         rows = summary.instances_added + summary.instances_skipped
         added = summary.added
     else:
-        rows = naive_import(factory, path, flush_every=1 if mode == "naive" else 1000)
-        added = 3 * rows  # an instance, a label event and a score per row
+        rows, added = naive_import(factory, path, kind, n_models)
     seconds = time.perf_counter() - start
     engine.dispose()
     return {
@@ -161,58 +208,62 @@ def worker(mode: str, url: str, path: Path, workdir: Path) -> dict[str, Any]:
     }
 
 
-def naive_import(factory: Any, path: Path, flush_every: int) -> int:
-    """The baseline: one Instance, LabelEvent and Score ORM object per row, added to a session.
+def naive_import(factory: Any, path: Path, kind: str, n_models: int) -> tuple[int, int]:
+    """The baseline: ORM objects per row added to one session, each instance flushed for its id.
 
-    With ``flush_every=1`` each instance is flushed to learn its id (the naive way, since the
-    tables have no ORM relationship to carry it); with a larger value instances are flushed in
-    batches and their label and score objects added afterwards (the ORM's unit of work at best).
+    Response rows get an Instance, a LabelEvent and a Score; choice rows an Instance, a
+    LabelEvent and one Prediction per model answer. Returns (rows, database rows added).
     """
     from app.db import transaction
-    from app.tables import Benchmark, Detector, Instance, LabelEvent, Score
+    from app.tables import Benchmark, Detector, Instance, LabelEvent, Prediction, Score
 
-    n = 0
+    n = added = 0
     with transaction(factory) as session, path.open(encoding="utf-8", newline="") as fh:
-        bench = Benchmark(name="bench", kind="response")
-        detector = Detector(name="bench-probe", kind="external")
-        session.add_all([bench, detector])
+        bench = Benchmark(name="bench", kind=kind)
+        names = ["bench-probe"] if kind == "response" else model_columns(n_models)
+        detectors = [
+            Detector(name=name, kind="external" if kind == "response" else "model")
+            for name in names
+        ]
+        session.add_all([bench, *detectors])
         session.flush()
-        pending: list[tuple[Instance, dict[str, str]]] = []
-
-        def flush() -> None:
-            session.flush()
-            for inst, row in pending:
-                session.add(
-                    LabelEvent(
-                        instance_id=inst.id, label_name="truth", value=row["label"], source="import"
-                    )
-                )
-                session.add(
-                    Score(detector_id=detector.id, instance_id=inst.id, score=float(row["score"]))
-                )
-            pending.clear()
-
-        for row in csv.DictReader(fh):
+        for r in csv.DictReader(fh):
+            if kind == "response":
+                payload: dict[str, Any] = {"prompt": r["prompt"], "response": r["response"]}
+            else:
+                payload = {"question": r["question"], "options": [r[c] for c in "abcd"]}
             inst = Instance(
-                benchmark_id=bench.id,
-                external_id=row["id"],
-                group_key=row["group"],
-                payload={"prompt": row["prompt"], "response": row["response"]},
+                benchmark_id=bench.id, external_id=r["id"], group_key=r["group"], payload=payload
             )
             session.add(inst)
-            pending.append((inst, row))
+            session.flush()  # the naive way to learn the id: the tables have no relationship
+            label = ("truth", r["label"]) if kind == "response" else ("reference", r["gold"])
+            session.add(
+                LabelEvent(
+                    instance_id=inst.id, label_name=label[0], value=label[1], source="import"
+                )
+            )
+            if kind == "response":
+                session.add(
+                    Score(detector_id=detectors[0].id, instance_id=inst.id, score=float(r["score"]))
+                )
+                added += 3
+            else:
+                for d in detectors:
+                    session.add(Prediction(detector_id=d.id, instance_id=inst.id, answer=r[d.name]))
+                added += 2 + len(detectors)
             n += 1
-            if len(pending) >= flush_every:
-                flush()
-        flush()
-    return n
+    return n, added
 
 
 def main() -> None:
-    """Parse options, run the imports side by side, print JSON."""
+    """Parse options, run the imports, print JSON."""
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--kind", choices=("response", "choice"), default="response")
+    parser.add_argument("--models", type=int, default=20, help="model columns (choice)")
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--naive-rows", type=int, default=20_000)
+    parser.add_argument("--sample-rows", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--databases", default="sqlite,postgresql")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -220,18 +271,21 @@ def main() -> None:
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(worker(args.worker, args.url, Path(args.file), Path(args.workdir))))
+        measured = worker(
+            args.worker, args.url, Path(args.file), Path(args.workdir), args.kind, args.models
+        )
+        print(json.dumps(measured))
         return
 
     results: dict[str, Any] = {
+        "kind": args.kind,
         "rows": args.rows,
-        "naive_rows": args.naive_rows,
-        "columns": COLUMNS,
+        "models": args.models if args.kind == "choice" else None,
+        "sample_rows": min(args.sample_rows, args.rows),
+        "rounds": args.rounds,
         "fast": "import_table: streamed CSV, chunks of 4000 rows, set-based existence checks, "
-        "bulk INSERT (one instance, one label event, one score per row)",
-        "naive": "one Instance + LabelEvent + Score ORM object per row, flush per row for the "
-        "instance id, one commit",
-        "orm_batched": "the same ORM objects, flushed every 1000 rows",
+        "bulk INSERT",
+        "naive": "ORM objects per row in one session, each instance flushed for its id, one commit",
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "databases": {},
@@ -240,29 +294,31 @@ def main() -> None:
         work = Path(tmp)
         big, sample = work / "rows.csv", work / "sample.csv"
         t0 = time.perf_counter()
-        results["csv_bytes"] = generate_csv(big, args.rows)
+        results["csv_bytes"] = generate_csv(big, args.kind, args.rows, args.models)
         results["csv_generation_s"] = round(time.perf_counter() - t0, 1)
-        head_csv(big, sample, min(args.naive_rows, args.rows))
+        head_csv(big, sample, results["sample_rows"])
+
+        def run(mode: str, path: Path, url: str) -> dict[str, Any]:
+            return run_worker(mode, url, path, work, args.kind, args.models)
+
         for dialect in [d.strip() for d in args.databases.split(",") if d.strip()]:
             entry: dict[str, Any] = {}
             with fresh_database(dialect, work) as url:
-                entry["fast"] = run_worker("fast", url, big, work)
-                entry["fast_reimport_unchanged"] = run_worker("fast-again", url, big, work)
-            with fresh_database(dialect, work) as url:
-                entry["fast_on_sample"] = run_worker("fast", url, sample, work)
-            with fresh_database(dialect, work) as url:
-                entry["naive_on_sample"] = run_worker("naive", url, sample, work)
-            with fresh_database(dialect, work) as url:
-                entry["orm_batched_on_sample"] = run_worker("orm-batched", url, sample, work)
-            naive = entry["naive_on_sample"]["rows_per_s"]
-            entry["speedup_vs_naive"] = round(entry["fast"]["rows_per_s"] / naive, 1)
-            entry["speedup_vs_naive_same_sample"] = round(
-                entry["fast_on_sample"]["rows_per_s"] / naive, 1
-            )
-            entry["speedup_vs_orm_batched"] = round(
-                entry["fast"]["rows_per_s"] / entry["orm_batched_on_sample"]["rows_per_s"], 1
-            )
-            entry["peak_rss_under_1_gib"] = entry["fast"]["peak_rss_mib"] < 1024
+                entry["fast"] = run("fast", big, url)
+                entry["fast_reimport_unchanged"] = run("fast", big, url)
+            times: dict[str, list[float]] = {"fast": [], "naive": []}
+            for r in range(args.rounds):
+                # Alternate which goes first, so neither always follows the other.
+                for mode in ("fast", "naive") if r % 2 == 0 else ("naive", "fast"):
+                    with fresh_database(dialect, work) as url:
+                        times[mode].append(run(mode, sample, url)["seconds"])
+            medians = {mode: statistics.median(t) for mode, t in times.items()}
+            entry["same_sample"] = {
+                "seconds": times,
+                "median_s": medians,
+                "speedup_vs_naive": round(medians["naive"] / medians["fast"], 1),
+            }
+            entry["peak_rss_mib"] = entry["fast"]["peak_rss_mib"]
             results["databases"][dialect] = entry
     print(json.dumps(results, indent=2))
 

@@ -7,11 +7,12 @@ the ORM would write) and handed to the driver in bulk.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, any_, bindparam, insert
+from sqlalchemy import JSON, ColumnElement, Table, any_, bindparam, insert
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
@@ -65,16 +66,22 @@ def bulk_insert(
     constants = dict(constants or {})
     names = [*columns, *constants]
 
+    copy = dialect.name == "postgresql" and dialect.driver == "psycopg"
+
     def processor(name: str) -> Any:
         column_type = table.c[name].type
+        if copy and isinstance(column_type, JSON):
+            # COPY takes JSON as text; psycopg's own JSONB dumper would re-encode every value.
+            return json.dumps
         return column_type.dialect_impl(dialect).bind_processor(dialect)
 
     convert = [(i, p) for i, name in enumerate(columns) if (p := processor(name)) is not None]
+    # Empty JSON details ({}) are the common value of whole columns: encode them once.
+    empty = {i: p({}) for i, p in convert if isinstance(table.c[columns[i]].type, JSON)}
     fixed = tuple(
         value if (p := processor(name)) is None or value is None else p(value)
         for name, value in constants.items()
     )
-    copy = dialect.name == "postgresql" and dialect.driver == "psycopg"
     if copy:
         quote = dialect.identifier_preparer
         sql = (
@@ -94,8 +101,9 @@ def bulk_insert(
         if convert:
             row = list(row)
             for i, process in convert:
-                if row[i] is not None:
-                    row[i] = process(row[i])
+                value = row[i]
+                if value is not None:
+                    row[i] = empty[i] if i in empty and value == {} else process(value)
         return arrange((*row, *fixed))
 
     if copy:

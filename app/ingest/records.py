@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -52,7 +53,9 @@ class Record:
     labels: dict[str, str] = field(default_factory=dict)
     scores: list[ScoreIn] = field(default_factory=list)
     judgments: list[JudgmentIn] = field(default_factory=list)
-    predictions: list[PredictionIn] = field(default_factory=list)
+    # A shared empty tuple by default: most records have no predictions, and a list each
+    # would cost memory per buffered record.
+    predictions: Sequence[PredictionIn] = ()
 
 
 @dataclass(frozen=True)

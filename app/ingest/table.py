@@ -208,10 +208,13 @@ class _RowMapper:
             for detector_id, column in self.scores:
                 if (score := score_value(data[column])) is not None:
                     scores.append(ScoreIn(detector_id, score, {}, field=column))
-            predictions: list[PredictionIn] = []
-            for detector_id, column in self.answers:
-                if (answer := self._answer(data[column])) is not None:
-                    predictions.append(PredictionIn(detector_id, answer, None, {}, field=column))
+            # Kept as given: an answer naming no option (a parse failure of the model's
+            # output, "The", "E") is a real, wrong answer, not bad input.
+            predictions = [
+                PredictionIn(detector_id, answer, None, {}, field=column)
+                for detector_id, column in self.answers
+                if (answer := answer_text(data[column])) is not None
+            ]
         except (KeyError, ValueError):
             # Redo the row slowly to say which field failed and why.
             self._locate_error(row)
@@ -220,7 +223,9 @@ class _RowMapper:
             for column, value in data.items():
                 if column not in self.used and column not in payload:
                     payload[column] = json_value(value)
-        return Record(row.line, external_id, group_key, payload, labels, scores, [], predictions)
+        return Record(
+            row.line, external_id, group_key, payload, labels, scores, [], predictions or ()
+        )
 
     def _options(self, data: dict[str, Any]) -> list[str]:
         if self.spec.options:
@@ -233,12 +238,6 @@ class _RowMapper:
         if name == REFERENCE and self.spec.kind == BenchmarkKind.answer:
             return answer_text(value, MAX_LABEL_LENGTH)
         return label_value(name, value)
-
-    @staticmethod
-    def _answer(value: Any) -> str | None:
-        # Kept as given: an answer naming no option (a parse failure of the model's output,
-        # "The", "E") is a real, wrong answer, not bad input.
-        return answer_text(value)
 
     def _locate_error(self, row: Row) -> None:
         spec = self.spec
@@ -256,7 +255,7 @@ class _RowMapper:
         for _, column in self.scores:
             row.convert(column, score_value)
         for _, column in self.answers:
-            row.convert(column, self._answer)
+            row.convert(column, answer_text)
 
 
 def import_spec(

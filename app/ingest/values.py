@@ -118,6 +118,8 @@ def answer_text(value: Any, max_length: int = MAX_ANSWER_LENGTH) -> str | None:
         For values that are not text or numbers, and text over ``max_length`` characters.
 
     """
+    if type(value) is str and 0 < len(value) <= max_length and value == value.strip():
+        return value  # the common case, first
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, str | int | float):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -304,13 +304,11 @@ class RecordWriter:
                 )
             return f"score {old[0]!r}, the file gives {new[0]!r}"
 
-        wanted = [
-            (ids[r.external_id], s.detector_id, (s.score, s.details), s.field, r)
-            for r in records
-            for s in r.scores
-        ]
+        def items(r: Record) -> Iterator[tuple[int, tuple[Any, ...], str]]:
+            return ((s.detector_id, (s.score, s.details), s.field) for s in r.scores)
+
         added, skipped = self._write_per_detector(
-            _scores, (Score.score, Score.details), wanted, preexisting, same, says
+            _scores, (Score.score, Score.details), records, ids, preexisting, items, same, says
         )
         self.counts.scores_added += added
         self.counts.scores_skipped += skipped
@@ -327,14 +325,15 @@ class RecordWriter:
             at = next(i for i, (a, b) in enumerate(zip(old, new, strict=True)) if _differs(a, b))
             return f"{what[at]} {_show(old[at])}, the file gives {_show(new[at])}"
 
-        wanted = [
-            (ids[r.external_id], p.detector_id, (p.answer, p.probabilities, p.details), p.field, r)
-            for r in records
-            for p in r.predictions
-        ]
+        def items(r: Record) -> Iterator[tuple[int, tuple[Any, ...], str]]:
+            return (
+                (p.detector_id, (p.answer, p.probabilities, p.details), p.field)
+                for p in r.predictions
+            )
+
         columns = (Prediction.answer, Prediction.probabilities, Prediction.details)
         added, skipped = self._write_per_detector(
-            _predictions, columns, wanted, preexisting, same, says
+            _predictions, columns, records, ids, preexisting, items, same, says
         )
         self.counts.predictions_added += added
         self.counts.predictions_skipped += skipped
@@ -343,47 +342,68 @@ class RecordWriter:
         self,
         table: Table,
         columns: tuple[Any, ...],
-        wanted: list[tuple[int, int, tuple[Any, ...], str, Record]],
+        records: list[Record],
+        ids: dict[str, int],
         preexisting: set[int],
+        items: Callable[[Record], Iterator[tuple[int, tuple[Any, ...], str]]],
         same: Callable[[tuple[Any, ...], tuple[Any, ...]], bool],
         says: Callable[[tuple[Any, ...], tuple[Any, ...]], str],
     ) -> tuple[int, int]:
         """Insert rows unique per (detector, instance); return (added, skipped).
 
-        ``wanted`` holds ``(instance id, detector id, values, input field, record)`` with
-        ``values`` in ``columns`` order. A stored row for which ``same(stored, values)`` holds
-        is skipped; a different one is a conflict worded by ``says(stored, values)``.
+        ``items(record)`` yields ``(detector id, values, input field)`` with ``values`` in
+        ``columns`` order. For an instance that existed before this file, a stored row for
+        which ``same(stored, values)`` holds is skipped and a different one is a conflict
+        worded by ``says(stored, values)``; a new instance has nothing stored. Nothing is
+        materialised but the rows to insert (chunks stay small in memory).
         """
-        if not wanted:
-            return 0, 0
+        old_ids = [ids[r.external_id] for r in records if ids[r.external_id] in preexisting]
         stored: dict[tuple[int, int], tuple[Any, ...]] = {}
-        old_ids = [iid for iid, *_ in wanted if iid in preexisting]
         if old_ids:
+            detectors = sorted({d for r in records for d, _, _ in items(r)})
             detector_col, instance_col = table.c.detector_id, table.c.instance_id
             q = select(detector_col, instance_col, *columns).where(
-                one_of(self.session, instance_col, old_ids),
-                detector_col.in_(sorted({d for _, d, *_ in wanted})),
+                one_of(self.session, instance_col, old_ids), detector_col.in_(detectors)
             )
             stored = {(d, i): tuple(rest) for d, i, *rest in self.session.execute(q)}
-        rows, skipped = [], 0
-        for iid, detector_id, values, field, record in wanted:
-            old = stored.get((detector_id, iid))
-            if old is None:
-                rows.append((detector_id, iid, *values))
-            elif same(old, values):
-                skipped += 1
-            else:
-                raise conflict(
-                    self.file,
-                    record.line,
-                    field,
-                    f"{record.external_id!r} already has {says(old, values)}",
-                )
-        added = 0
-        if rows:
-            names = ("detector_id", "instance_id", *(c.key for c in columns))
-            added = bulk_insert(self.session, table, names, rows, {"created_at": self._now})
-        return added, skipped
+
+        def fresh() -> Iterator[tuple[int, int, tuple[Any, ...]]]:
+            nonlocal skipped
+            for record in records:
+                iid = ids[record.external_id]
+                for detector_id, values, field in items(record):
+                    old = stored.get((detector_id, iid)) if iid in preexisting else None
+                    if old is None:
+                        yield detector_id, iid, values
+                    elif same(old, values):
+                        skipped += 1
+                    else:
+                        raise conflict(
+                            self.file,
+                            record.line,
+                            field,
+                            f"{record.external_id!r} already has {says(old, values)}",
+                        )
+
+        # A column every new row leaves empty (no probabilities, no details: the usual import)
+        # is written as a constant, which spares converting it row by row.
+        skipped = 0
+        firsts: list[Any] = []
+        empty = [True] * len(columns)
+        for _, _, values in fresh():
+            if not firsts:
+                firsts = list(values)
+            for j, value in enumerate(values):
+                empty[j] = empty[j] and firsts[j] in (None, {}) and value == firsts[j]
+        if not firsts:
+            return 0, skipped
+        skipped = 0
+        constants: dict[str, Any] = {"created_at": self._now}
+        constants.update({c.key: firsts[j] for j, c in enumerate(columns) if empty[j]})
+        varying = [j for j in range(len(columns)) if not empty[j]]
+        names = ("detector_id", "instance_id", *(columns[j].key for j in varying))
+        rows = [(d, i, *(values[j] for j in varying)) for d, i, values in fresh()]
+        return bulk_insert(self.session, table, names, rows, constants), skipped
 
     def _write_judgments(
         self, records: list[Record], ids: dict[str, int], preexisting: set[int]
