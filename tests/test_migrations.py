@@ -58,3 +58,52 @@ def test_head_matches_models(empty_settings: Settings) -> None:
         diff = compare_metadata(ctx, Base.metadata)
     engine.dispose()
     assert diff == [], f"models and migrations differ: {diff}"
+
+
+def test_upgrading_a_populated_store_keeps_every_row(empty_settings: Settings) -> None:
+    """A migration that rebuilds a parent table (SQLite batch mode) must not cascade-delete."""
+    from sqlalchemy import text
+
+    engine = make_engine(empty_settings)
+    migrate.upgrade(engine, "0003")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO benchmarks (id, name, kind, description, source, licence, "
+                "data_version, created_at) VALUES (1, 'b', 'pairwise', '', '', '', 1, "
+                "CURRENT_TIMESTAMP)"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO instances (id, benchmark_id, external_id, group_key, payload, "
+                "created_at) VALUES (1, 1, 'x', 'g', '{}', CURRENT_TIMESTAMP), "
+                "(2, 1, 'y', 'g', '{}', CURRENT_TIMESTAMP)"
+            )
+        )
+        conn.execute(
+            text(
+                "INSERT INTO label_events (instance_id, label_name, value, source, author, "
+                "reason, tags, created_at) VALUES (1, 'reference', 'A', 'import', '', '', '[]', "
+                "CURRENT_TIMESTAMP)"
+            )
+        )
+    counted = ("benchmarks", "instances", "label_events")
+
+    def counts() -> dict[str, int]:
+        with engine.connect() as conn:
+            return {
+                t: conn.execute(text(f"SELECT count(*) FROM {t}")).scalar_one() for t in counted
+            }
+
+    before = counts()
+    assert before == {"benchmarks": 1, "instances": 2, "label_events": 1}
+    migrate.upgrade(engine)
+    assert counts() == before
+    migrate.downgrade(engine, "0003")
+    assert counts() == before
+    if engine.dialect.name == "sqlite":
+        # Foreign keys are enforced again on the pooled connections afterwards.
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar_one() == 1
+    engine.dispose()
