@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from app.services.metric_matrix import INTERVAL_METRICS, MATRIX_METRICS
+from app.stats.registry import Need
 
-__all__ = ["INTERVAL_METRICS", "row_keys"]
+__all__ = ["INTERVAL_METRICS", "RANKER_ONLY", "row_keys"]
+
+RANKER_ONLY: tuple[str, ...] = tuple(m.name for m in MATRIX_METRICS if Need.RANKING in m.needs)
+"""Metrics reported for label-error rankers only (precision and recall at k)."""
 
 
 def row_keys() -> list[str]:

@@ -107,7 +107,10 @@ def test_cli_json_rows_carry_ece(runner: CliRunner, cli: typer.Typer) -> None:
     result = runner.invoke(cli, ["metrics", "bench", "--resamples", "100", "--json"])
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.stdout)["rows"]
-    assert list(row)[-2:] == ["ece", "ece_ci"]  # new keys come last: old ones keep their place
+    keys = list(row)
+    # New keys come after the old ones, which keep their place.
+    after = keys.index("choice_matched_auroc_ci") + 1
+    assert keys[after : after + 2] == ["ece", "ece_ci"]
     assert row["ece"] is not None and row["ece_ci"][0] <= row["ece"] <= row["ece_ci"][1]
     text = runner.invoke(cli, ["metrics", "bench", "--resamples", "100"]).stdout
     assert f"ece {row['ece']:.3f} [" in text

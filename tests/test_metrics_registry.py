@@ -69,14 +69,15 @@ def test_json_row_has_a_key_per_registered_column() -> None:
 
 def test_applicable_reads_each_metrics_needs() -> None:
     probs, raw = np.array([0.1, 0.9]), np.array([-2.0, 3.0])
-    with_probs = applicable(MATRIX_METRICS, probs, strata=True)
+    with_probs = applicable(MATRIX_METRICS, probs, strata=True, ranking=True)
     assert with_probs == MATRIX_METRICS
     without = applicable(MATRIX_METRICS, probs, raw, strata=False)
     assert [m.name for m in without] == [
         m.name
         for m in MATRIX_METRICS
-        if Need.PROBABILITIES not in m.needs and Need.STRATA not in m.needs
+        if not m.needs & {Need.PROBABILITIES, Need.STRATA, Need.RANKING}
     ]
+    assert "precision_at_100" not in {m.name for m in without}
     assert "brier" not in {m.name for m in without}
     assert "choice_matched_auroc" not in {m.name for m in without}
     assert registry.scores_are_probabilities(probs) and not registry.scores_are_probabilities(raw)

@@ -12,7 +12,9 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
+from app.services.detectors import RANKER_PREFIX
 from app.services.labelled_items import LabelMode, get_detector
+from app.services.metric_matrix import ranks_for_review
 from app.services.metrics_query import METRICS_CACHE, MetricsData, MetricsQuery, load_metrics_data
 from app.stats.bootstrap import group_bootstrap
 from app.stats.registry import INTERVAL, applicable
@@ -23,11 +25,20 @@ __all__ = ["comparisons", "comparisons_report", "default_pairs"]
 
 PROBE_PREFIX = "probe:"
 BASELINE_PREFIX = "baseline:"
+CONSENSUS_RANKER = RANKER_PREFIX + "consensus"
 
 
 def default_pairs(names: Sequence[str]) -> list[tuple[str, str]]:
-    """Each probe against each baseline of the same judge: ``probe:J`` vs ``baseline:J[:f]``."""
-    pairs = []
+    """Detector pairs compared by default on a metrics page.
+
+    Each probe against each baseline of the same judge (``probe:J`` vs ``baseline:J[:f]``),
+    and each label-error ranker against the plain consensus ranker.
+    """
+    pairs = [
+        (name, CONSENSUS_RANKER)
+        for name in names
+        if name.startswith(RANKER_PREFIX) and name != CONSENSUS_RANKER and CONSENSUS_RANKER in names
+    ]
     for name in names:
         if not name.startswith(PROBE_PREFIX):
             continue
@@ -48,7 +59,8 @@ def _compare(data: MetricsData, first: Detector, second: Detector) -> dict[str, 
         out["metrics"] = []
         return out
     p1, p2 = sample.scores
-    metrics = applicable(INTERVAL, p1, p2, strata=sample.strata is not None)
+    ranking = ranks_for_review(first) and ranks_for_review(second)
+    metrics = applicable(INTERVAL, p1, p2, strata=sample.strata is not None, ranking=ranking)
     out["metrics"] = paired_differences(
         sample.y,
         p1,

@@ -11,6 +11,9 @@ from app.tables import Detector
 
 # model: a model's categorical answers (predictions); ranker: a label-error ranker's scores.
 DETECTOR_KINDS = ("judge", "reward_model", "probe", "baseline", "external", "model", "ranker")
+RANKER_KIND = "ranker"
+RANKER_PREFIX = "ranker:"
+"""Label-error rankers are detectors ``ranker:<name>`` of kind ``ranker``."""
 
 
 def ensure_detector(

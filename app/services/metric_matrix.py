@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from app.services.cache import VersionedCache
+from app.services.detectors import RANKER_KIND
 from app.services.metrics_query import METRICS_CACHE, MetricsData, Sample
 from app.stats.bootstrap import group_bootstrap, percentile_interval
 from app.stats.registry import INTERVAL, REPORTED, Metric, applicable
@@ -25,6 +26,7 @@ __all__ = [
     "MATRIX_METRICS",
     "MetricRow",
     "matrix_rows",
+    "ranks_for_review",
 ]
 
 MATRIX_METRICS: tuple[Metric, ...] = REPORTED
@@ -77,15 +79,31 @@ class _Cell:
     replicates: dict[str, NDArray[np.float64]]
 
 
+def ranks_for_review(detector: Detector) -> bool:
+    """Whether a detector's scores rank items for review: the top-k metrics apply to rankers."""
+    return detector.kind == RANKER_KIND
+
+
 def _evaluate(
-    detector: str, slice_name: str | None, kind: str, sample: Sample, resamples: int, seed: int
+    detector: Detector,
+    slice_name: str | None,
+    kind: str,
+    sample: Sample,
+    resamples: int,
+    seed: int,
 ) -> _Cell:
     values: dict[str, float | None] = dict.fromkeys(m.name for m in MATRIX_METRICS)
     intervals: dict[str, list[float] | None] = dict.fromkeys(INTERVAL_METRICS)
+    name = detector.name
     if sample.n == 0:
-        return _Cell(MetricRow(detector, slice_name, kind, 0, 0, values, intervals), {})
+        return _Cell(MetricRow(name, slice_name, kind, 0, 0, values, intervals), {})
     (p,) = sample.scores
-    wanted = applicable(MATRIX_METRICS, p, strata=sample.strata is not None)
+    wanted = applicable(
+        MATRIX_METRICS,
+        p,
+        strata=sample.strata is not None,
+        ranking=ranks_for_review(detector),
+    )
     result = group_bootstrap(
         sample.y,
         p,
@@ -101,7 +119,7 @@ def _evaluate(
         values[metric.name] = estimate.value
         if metric.interval:
             intervals[metric.name], valid[metric.name] = estimate.ci, estimate.valid
-    row = MetricRow(detector, slice_name, kind, sample.n, result.n_groups, values, intervals, valid)
+    row = MetricRow(name, slice_name, kind, sample.n, result.n_groups, values, intervals, valid)
     replicates = {m.name: result.replicates[m.name][0] for m in wanted if m.interval}
     return _Cell(row, replicates)
 
@@ -141,13 +159,13 @@ def _slice_seed(seed: int, index: int) -> int:
 def _detector_rows(data: MetricsData, detector: Detector) -> tuple[MetricRow, ...]:
     resamples, seed = data.query.resamples, data.query.seed
     sample = data.sample(detector)
-    rows = [_evaluate(detector.name, None, "all", sample, resamples, seed).row]
+    rows = [_evaluate(detector, None, "all", sample, resamples, seed).row]
     if sample.slices is None or data.items.slices is None:
         return tuple(rows)
     cells = []
     for index, name in enumerate(sorted(set(data.items.slices))):
         part = sample.where(sample.slices == name)
-        cell = _evaluate(detector.name, name, "slice", part, resamples, _slice_seed(seed, index))
+        cell = _evaluate(detector, name, "slice", part, resamples, _slice_seed(seed, index))
         cells.append(cell)
         rows.append(cell.row)
     rows.append(_macro(detector.name, cells))

@@ -22,7 +22,7 @@ from app.ingest.bulk import bulk_insert
 from app.services import jobs
 from app.services.answer_matrix import AnswerMatrix, load_answers
 from app.services.benchmarks import bump_data_version, get_benchmark
-from app.services.detectors import ensure_detector
+from app.services.detectors import RANKER_KIND, RANKER_PREFIX, ensure_detector
 from app.services.labels import current_label_subquery
 from app.stats import label_errors
 from app.stats.metrics import auprc, auroc
@@ -42,7 +42,6 @@ __all__ = [
 ]
 
 RANK_ERRORS_JOB = "rank_errors"
-RANKER_PREFIX = "ranker:"
 DEFAULT_TRAIN_LABEL = "defect"
 DETAILS_KEY = "rankers"
 
@@ -329,7 +328,7 @@ def store_rankers(session: Session, inputs: RankInputs, result: RankResult) -> d
     summary: dict[str, Any] = {}
     for name, scores in result.scores.items():
         ranker = RANKERS[name]
-        detector = ensure_detector(session, ranker.detector, "ranker", description=ranker.title)
+        detector = ensure_detector(session, ranker.detector, RANKER_KIND, description=ranker.title)
         session.execute(
             delete(Score).where(Score.detector_id == detector.id, Score.instance_id.in_(on_bench))
         )

@@ -243,23 +243,123 @@ class StratifiedRankPlan:
 def auroc_from(sums: RankSums) -> NDArray[np.float64]:
     """AUROC per resample, NaN where a class has zero weight; shape (c,)."""
     pairs = sums.pos.astype(np.float64) * sums.neg.astype(np.float64)
-    return _ratio(sums.twice_concordant, 2.0 * pairs)
+    return ratio(sums.twice_concordant, 2.0 * pairs)
 
 
 def average_precision_from(sums: RankSums) -> NDArray[np.float64]:
     """Average precision per resample, NaN where positives have zero weight; shape (c,)."""
     assert sums.precision_sum is not None
-    return _ratio(sums.precision_sum, sums.pos.astype(np.float64))
+    return ratio(sums.precision_sum, sums.pos.astype(np.float64))
 
 
 def choice_matched_from(
     twice: NDArray[np.float64], pairs: NDArray[np.float64]
 ) -> NDArray[np.float64]:
     """Choice-matched AUROC per resample, NaN where no stratum has both classes; shape (c,)."""
-    return _ratio(twice, 2.0 * pairs)
+    return ratio(twice, 2.0 * pairs)
 
 
-def _ratio(num: NDArray[np.float64], den: NDArray[np.float64]) -> NDArray[np.float64]:
+class TopPlan:
+    """The top of one detector's ranking, for precision and recall at k (ties shared).
+
+    The items are sorted by score, highest first, and cut into tie groups. At ``k`` the top
+    holds every group whose cumulative weight stays below ``k`` and, of the group that crosses
+    it, a share ``(k - weight above) / group weight`` of its positives: the expected true
+    positives when ties are broken at random. Only a prefix of the ranking is gathered per
+    resample (``prefix`` items, to the end of a tie group); rows whose prefix weighs less than
+    ``k`` are recomputed over all items.
+
+    Parameters
+    ----------
+    y : ndarray of bool, shape (n,)
+        Labels.
+    p : ndarray of float64, shape (n,)
+        Scores.
+    units : ndarray of intp, shape (n,)
+        Unit index of each item.
+    n_units : int
+        Number of units.
+    k_max : int
+        The largest k that will be asked for.
+
+    """
+
+    def __init__(
+        self,
+        y: NDArray[np.bool_],
+        p: NDArray[np.float64],
+        units: NDArray[np.intp],
+        n_units: int,
+        k_max: int,
+    ) -> None:
+        order = np.argsort(-p, kind="stable")
+        scores = p[order]
+        starts = np.flatnonzero(np.r_[True, scores[1:] != scores[:-1]])
+        self.units = units[order]
+        self.positive = y[order].astype(np.float64)
+        self.starts = starts
+        # Four times k_max items cover the top of nearly every resample (multiplicities
+        # average 1); the prefix ends with a whole tie group.
+        want = min(self.units.size, 4 * k_max)
+        group = int(np.searchsorted(starts, want - 1, side="right")) - 1
+        self.prefix = int(starts[group + 1]) if group + 1 < starts.size else self.units.size
+        self.prefix_groups = group + 1
+        self.positives_per_unit = np.bincount(
+            units, weights=y.astype(np.float64), minlength=n_units
+        )
+
+    def _sums(self, weights: NDArray[np.number], end: int, groups: int) -> tuple[NDArray, NDArray]:
+        w = weights[:, self.units[:end]].astype(np.float64)
+        starts = self.starts[:groups]
+        return np.add.reduceat(w, starts, axis=1), np.add.reduceat(
+            w * self.positive[:end], starts, axis=1
+        )
+
+    def true_positives(self, weights: NDArray[np.number], k: int) -> NDArray[np.float64]:
+        """Expected weighted positives among the top ``k`` for each row of ``weights`` (c, n_units).
+
+        Returns
+        -------
+        ndarray of float64, shape (c,)
+            NaN where the whole ranking weighs less than ``k``.
+
+        """
+        out = np.full(weights.shape[0], np.nan)
+        group_w, group_pos = self._sums(weights, self.prefix, self.prefix_groups)
+        rows = np.arange(weights.shape[0])
+        short = np.cumsum(group_w, axis=1)[:, -1] < k
+        if short.any() and self.prefix < self.units.size:
+            full_w, full_pos = self._sums(weights[short], self.units.size, self.starts.size)
+            out[short] = _top_positives(full_w, full_pos, k)
+            rows = rows[~short]
+            group_w, group_pos = group_w[~short], group_pos[~short]
+        out[rows] = _top_positives(group_w, group_pos, k)
+        return out
+
+    def positives(self, weights: NDArray[np.number]) -> NDArray[np.float64]:
+        """Total positive weight of each row of ``weights`` (c, n_units): shape (c,)."""
+        return np.einsum("ij,j->i", weights.astype(np.float64), self.positives_per_unit)
+
+
+def _top_positives(
+    group_w: NDArray[np.float64], group_pos: NDArray[np.float64], k: int
+) -> NDArray[np.float64]:
+    """Positives in the top ``k`` from tie-group weights and positive weights, each (c, T)."""
+    cum_w = np.cumsum(group_w, axis=1)
+    cum_pos = np.cumsum(group_pos, axis=1)
+    enough = cum_w[:, -1] >= k
+    t = np.argmax(cum_w >= k, axis=1)
+    rows = np.arange(group_w.shape[0])
+    above_w = cum_w[rows, t] - group_w[rows, t]
+    above_pos = cum_pos[rows, t] - group_pos[rows, t]
+    crossing = np.divide(
+        group_pos[rows, t], group_w[rows, t], out=np.zeros(rows.size), where=group_w[rows, t] > 0
+    )
+    return np.where(enough, above_pos + (k - above_w) * crossing, np.nan)
+
+
+def ratio(num: NDArray[np.float64], den: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``num / den`` element-wise, NaN where ``den`` is not positive."""
     out = np.full(num.shape, np.nan)
     np.divide(num, den, out=out, where=den > 0)
     return out

@@ -30,6 +30,7 @@ from app.stats.registry import (
     Need,
     Ranked,
     StratifiedRanked,
+    TopK,
 )
 
 __all__ = [
@@ -299,6 +300,11 @@ class _Engine:
             if strata is not None and self.stratified
             else []
         )
+        self.top = [(m, m.kernel) for m in metrics if isinstance(m.kernel, TopK)]
+        k_max = max((kernel.k for _, kernel in self.top), default=0)
+        self.top_plans = (
+            [_kernels.TopPlan(y, p, units, n_units, k_max) for p in scores] if self.top else []
+        )
 
     def compute(self, weights: NDArray[np.integer]) -> dict[str, NDArray[np.float64]]:
         """All metrics for rows of group multiplicities (c, n_units): name -> (k, c)."""
@@ -323,6 +329,17 @@ class _Engine:
             pooled = [plan.evaluate(weights, workspace) for plan in self.strat_plans]
             for metric, stratified in self.stratified:
                 out[metric.name] = np.stack([stratified.value(*s) for s in pooled])
+        if self.top_plans:
+            hits = {
+                k: [plan.true_positives(weights, k) for plan in self.top_plans]
+                for k in {kernel.k for _, kernel in self.top}
+            }
+            totals = [plan.positives(weights) for plan in self.top_plans]
+            for metric, top in self.top:
+                dens = totals if top.recall else [np.full(c, float(top.k))] * self.k
+                out[metric.name] = np.stack(
+                    [_kernels.ratio(h, d) for h, d in zip(hits[top.k], dens, strict=True)]
+                )
         return out
 
 

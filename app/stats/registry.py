@@ -22,11 +22,13 @@ __all__ = [
     "METRICS",
     "REGISTRY",
     "REPORTED",
+    "TOP_K",
     "Additive",
     "Metric",
     "Need",
     "Ranked",
     "StratifiedRanked",
+    "TopK",
     "applicable",
     "get_metric",
     "scores_are_probabilities",
@@ -72,7 +74,18 @@ class StratifiedRanked:
     value: Callable[[NDArray[np.float64], NDArray[np.float64]], NDArray[np.float64]]
 
 
-Kernel = Additive | Ranked | StratifiedRanked
+@dataclass(frozen=True)
+class TopK:
+    """Precision or recall among the ``k`` highest-scored items (:class:`_kernels.TopPlan`).
+
+    Ties at the cut are shared: the expected value when they are broken at random.
+    """
+
+    k: int
+    recall: bool = False
+
+
+Kernel = Additive | Ranked | StratifiedRanked | TopK
 
 
 class Need(enum.Enum):
@@ -86,6 +99,8 @@ class Need(enum.Enum):
     """A stratum per item, such as the judge's AB choice."""
     THRESHOLD = "threshold"
     """A decision threshold (a score at or above it predicts the positive class)."""
+    RANKING = "ranking"
+    """Scores that rank items for review, such as a label-error ranker's (the top k is read)."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +180,10 @@ def _sum_of_gaps(means: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.abs(means).sum(axis=1)
 
 
+TOP_K: tuple[int, ...] = (50, 100, 200)
+"""The k of precision@k and recall@k (what label-error studies report)."""
+
+
 def _needs(*needs: Need) -> frozenset[Need]:
     return frozenset({Need.SCORES, *needs})
 
@@ -191,6 +210,11 @@ _DEFINITIONS: tuple[Metric, ...] = (
     ),
     Metric(
         "ece", "ECE", False, Additive(_calibration_gaps, _sum_of_gaps), _needs(Need.PROBABILITIES)
+    ),
+    *(
+        Metric(f"{what}_at_{k}", f"{title}@{k}", True, TopK(k, recall), _needs(Need.RANKING))
+        for what, title, recall in (("precision", "P", False), ("recall", "R", True))
+        for k in TOP_K
     ),
 )
 
@@ -224,7 +248,7 @@ def scores_are_probabilities(*scores: NDArray[np.float64]) -> bool:
 
 
 def applicable(
-    metrics: Iterable[Metric], *scores: NDArray[np.float64], strata: bool
+    metrics: Iterable[Metric], *scores: NDArray[np.float64], strata: bool, ranking: bool = False
 ) -> tuple[Metric, ...]:
     """The metrics whose needs the given detectors' scores and strata meet.
 
@@ -237,6 +261,8 @@ def applicable(
         of them lie in [0, 1].
     strata : bool
         Whether a stratum per item is at hand.
+    ranking : bool
+        Whether the detectors rank items for review (label-error rankers): the top-k metrics.
 
     Returns
     -------
@@ -249,4 +275,5 @@ def applicable(
         for m in metrics
         if (probabilities or Need.PROBABILITIES not in m.needs)
         and (strata or Need.STRATA not in m.needs)
+        and (ranking or Need.RANKING not in m.needs)
     )

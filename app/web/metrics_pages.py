@@ -17,10 +17,11 @@ from app.db import transaction
 from app.services.facets import BenchmarkFacets, describe_benchmark
 from app.services.instance_filter import FlipState, InstanceFilter, SliceCondition
 from app.services.labelled_items import LABEL_MODES, MISSING_SLICE, LabelMode
-from app.services.metric_matrix import MACRO
+from app.services.metric_matrix import MACRO, MATRIX_METRICS
 from app.services.metrics import metrics_view, report_for
 from app.services.metrics_plots import Curve, MetricsPlots
 from app.services.metrics_query import MetricsQuery
+from app.stats.registry import Metric, Need
 from app.web import svg_plots
 from app.web.benchmark_params import DetectorParam, LabelParam, default_label, non_blank
 from app.web.deps import ReadCache, StoreDep
@@ -190,8 +191,18 @@ def metrics_page(
         "plots": _draw(view.plots),
         "row_links": _row_links(name, report),
         "judge_links": _judge_links(name, report["judges"]),
+        "columns": _columns(report["rows"]),
     }
     return render(request, "metrics.html", context, fragment="_metrics_results.html")
+
+
+def _columns(rows: list[dict[str, Any]]) -> list[Metric]:
+    """The matrix's columns: the top-k metrics of label-error rankers only when a row has one."""
+    return [
+        m
+        for m in MATRIX_METRICS
+        if Need.RANKING not in m.needs or any(r[m.name] is not None for r in rows)
+    ]
 
 
 @api_router.get("/benchmarks/{name}/metrics", response_model=MetricsReportModel)
