@@ -35,6 +35,16 @@ COMMANDS: tuple[Lazy, ...] = (
         "Capture residual activations of a benchmark's instances into an activation set.",
     ),
     Lazy(
+        "answer",
+        "workers.audit_cli:answer",
+        "Answer a choice benchmark with a local model: option probabilities and activations.",
+    ),
+    Lazy(
+        "rank-errors",
+        "workers.audit_cli:rank_errors",
+        "Rank items by how likely their label is wrong (scores of ranker:* detectors).",
+    ),
+    Lazy(
         "worker",
         "workers.jobs_cli:worker",
         "Run queued jobs until SIGTERM/SIGINT (the current batch finishes, the job is requeued).",

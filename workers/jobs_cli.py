@@ -124,11 +124,16 @@ def submit(enqueue: Callable[[Session], Job], wait: bool, device: str) -> None:
         raise typer.Exit(1)
 
 
+WaitOption = Annotated[bool, typer.Option("--wait", help="Run or follow the job to its end.")]
+DeviceOption = Annotated[str, typer.Option("--device", help="auto, cpu or cuda:N (--wait).")]
+
+
 def _orders(text: str) -> list[str]:
     return [o.strip() for o in text.split(",") if o.strip()]
 
 
-def _build(factory: Callable[[], Any]) -> Any:
+def build(factory: Callable[[], Any]) -> Any:
+    """``factory()``; a domain error in the parameters becomes a usage error of the command."""
     try:
         return factory()
     except AppellateError as exc:
@@ -173,8 +178,8 @@ def judge(
         typer.FileText | None,
         typer.Option("--template", help="File with the user-message template."),
     ] = None,
-    wait: Annotated[bool, typer.Option("--wait", help="Run or follow the job to its end.")] = False,
-    device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda:N (--wait).")] = "auto",
+    wait: WaitOption = False,
+    device: DeviceOption = "auto",
 ) -> None:
     """Judge a pairwise benchmark in both orders with a local or remote model."""
     extra: dict[str, Any] = {}
@@ -182,7 +187,7 @@ def judge(
         mode = in_store(lambda s: default_mode(s, model, "remote" if base_url else "local"))
     if template_file is not None:
         extra["template"] = template_file.read()
-    params = _build(
+    params = build(
         lambda: JudgeParams(
             benchmark=benchmark,
             model=model,
@@ -221,11 +226,11 @@ def extract(
     name: Annotated[str, typer.Option("--name", help="Activation set name.")] = "",
     batch_size: Annotated[int, typer.Option("--batch-size")] = 8,
     limit: Annotated[int | None, typer.Option("--limit")] = None,
-    wait: Annotated[bool, typer.Option("--wait")] = False,
-    device: Annotated[str, typer.Option("--device")] = "auto",
+    wait: WaitOption = False,
+    device: DeviceOption = "auto",
 ) -> None:
     """Capture residual activations of a benchmark's instances into an activation set."""
-    params = _build(
+    params = build(
         lambda: ExtractParams(
             benchmark=benchmark,
             model=model,

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
 from app.services.graders import benchmark_grader
+from app.services.labelled_items import slice_text
 from app.services.labels import current_label_subquery
 from app.services.resolution import resolved_values
 from app.stats.label_errors import NO_ANSWER, OFF_OPTIONS
@@ -48,6 +49,7 @@ class AnswerMatrix:
     models: list[str]
     answers: list[list[str | None]]
     probabilities: list[dict[int, dict[str, float]]] = field(default_factory=list)
+    slices: list[str] | None = None
 
     @property
     def is_choice(self) -> bool:
@@ -129,6 +131,7 @@ def load_answers(
     labels: str = "original",
     k: int = 2,
     models: Sequence[str] | None = None,
+    slice_field: str | None = None,
 ) -> AnswerMatrix:
     """The answer matrix of a choice or answer benchmark.
 
@@ -146,6 +149,8 @@ def load_answers(
     models
         Detector names (columns) to read; default every detector with predictions here, by
         name.
+    slice_field
+        Payload field whose value is each item's slice (``"(none)"`` where absent).
 
     Raises
     ------
@@ -201,4 +206,5 @@ def load_answers(
         models=names,
         answers=answers,
         probabilities=probabilities,
+        slices=None if slice_field is None else [slice_text(r[3].get(slice_field)) for r in rows],
     )

@@ -161,7 +161,7 @@ def load_labelled(
         groups=[r[2] for r in kept],
         values=[r[3] for r in kept],
         y=np.array([target.encode(r[3]) for r in kept], dtype=np.int8),
-        slices=None if slice_field is None else [_slice_text(r[4]) for r in kept],
+        slices=None if slice_field is None else [slice_text(r[4]) for r in kept],
         excluded=len(rows) - len(kept),
     )
 
@@ -174,7 +174,8 @@ def label_key(labels: LabelMode, k: int) -> tuple[Hashable, ...]:
     return (labels, k if labels == "resolved" else None)
 
 
-def _slice_text(value: Any) -> str:
+def slice_text(value: Any) -> str:
+    """The slice of a payload value: its text, or ``"(none)"`` when absent or empty."""
     return MISSING_SLICE if value is None or value == "" else str(value)
 
 

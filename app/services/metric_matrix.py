@@ -24,9 +24,12 @@ __all__ = [
     "INTERVAL_METRICS",
     "MACRO",
     "MATRIX_METRICS",
+    "Cell",
     "MetricRow",
+    "macro_row",
     "matrix_rows",
     "ranks_for_review",
+    "slice_seed",
 ]
 
 MATRIX_METRICS: tuple[Metric, ...] = REPORTED
@@ -60,11 +63,13 @@ class MetricRow:
     values: dict[str, float | None]
     intervals: dict[str, list[float] | None]
     valid_resamples: dict[str, int] = field(default_factory=dict)
+    # The metrics of this row's table: the matrix's, or the answer metrics of models.
+    columns: tuple[Metric, ...] = field(default=MATRIX_METRICS, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON row of ``appellate metrics --json``."""
         out: dict[str, Any] = {"detector": self.detector, "slice": self.slice, "n": self.n}
-        for metric in MATRIX_METRICS:
+        for metric in self.columns:
             out[metric.name] = self.values.get(metric.name)
             if metric.interval:
                 out[f"{metric.name}_ci"] = self.intervals.get(metric.name)
@@ -72,7 +77,7 @@ class MetricRow:
 
 
 @dataclass
-class _Cell:
+class Cell:
     """One bootstrap of one detector on one subset, kept for the macro-average."""
 
     row: MetricRow
@@ -91,12 +96,12 @@ def _evaluate(
     sample: Sample,
     resamples: int,
     seed: int,
-) -> _Cell:
+) -> Cell:
     values: dict[str, float | None] = dict.fromkeys(m.name for m in MATRIX_METRICS)
     intervals: dict[str, list[float] | None] = dict.fromkeys(INTERVAL_METRICS)
     name = detector.name
     if sample.n == 0:
-        return _Cell(MetricRow(name, slice_name, kind, 0, 0, values, intervals), {})
+        return Cell(MetricRow(name, slice_name, kind, 0, 0, values, intervals), {})
     (p,) = sample.scores
     wanted = applicable(
         MATRIX_METRICS,
@@ -121,10 +126,12 @@ def _evaluate(
             intervals[metric.name], valid[metric.name] = estimate.ci, estimate.valid
     row = MetricRow(name, slice_name, kind, sample.n, result.n_groups, values, intervals, valid)
     replicates = {m.name: result.replicates[m.name][0] for m in wanted if m.interval}
-    return _Cell(row, replicates)
+    return Cell(row, replicates)
 
 
-def _macro(detector: str, cells: list[_Cell]) -> MetricRow:
+def macro_row(
+    detector: str, cells: list[Cell], columns: tuple[Metric, ...] = MATRIX_METRICS
+) -> MetricRow:
     """Mean over slices of each metric defined there; the interval averages slice replicates.
 
     Each slice is resampled on its own (a bootstrap stratified by slice), so replicate b of the
@@ -134,7 +141,7 @@ def _macro(detector: str, cells: list[_Cell]) -> MetricRow:
     values: dict[str, float | None] = {}
     intervals: dict[str, list[float] | None] = {}
     valid: dict[str, int] = {}
-    for metric in MATRIX_METRICS:
+    for metric in columns:
         name = metric.name
         defined = [c for c in cells if c.row.values.get(name) is not None]
         values[name] = float(np.mean([c.row.values[name] for c in defined])) if defined else None
@@ -148,10 +155,11 @@ def _macro(detector: str, cells: list[_Cell]) -> MetricRow:
             intervals[name] = None if low is None or high is None else [low, high]
     n = sum(c.row.n for c in cells)
     n_groups = sum(c.row.n_groups for c in cells)
-    return MetricRow(detector, MACRO, "macro", n, n_groups, values, intervals, valid)
+    return MetricRow(detector, MACRO, "macro", n, n_groups, values, intervals, valid, columns)
 
 
-def _slice_seed(seed: int, index: int) -> int:
+def slice_seed(seed: int, index: int) -> int:
+    """The seed of slice ``index`` of a request seeded with ``seed``."""
     # Independent streams per slice: equal seeds would draw correlated resamples across slices.
     return int(np.random.SeedSequence([seed, index + 1]).generate_state(1)[0])
 
@@ -165,10 +173,10 @@ def _detector_rows(data: MetricsData, detector: Detector) -> tuple[MetricRow, ..
     cells = []
     for index, name in enumerate(sorted(set(data.items.slices))):
         part = sample.where(sample.slices == name)
-        cell = _evaluate(detector, name, "slice", part, resamples, _slice_seed(seed, index))
+        cell = _evaluate(detector, name, "slice", part, resamples, slice_seed(seed, index))
         cells.append(cell)
         rows.append(cell.row)
-    rows.append(_macro(detector.name, cells))
+    rows.append(macro_row(detector.name, cells))
     return tuple(rows)
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.services.answer_metrics import answer_report, compares_answers
+from app.services.benchmarks import get_benchmark
 from app.services.binary_target import KNOWN_TARGETS, BinaryTarget, binary_target
 from app.services.cache import VersionedCache
 from app.services.comparisons import comparisons, default_pairs
@@ -163,7 +165,13 @@ def metrics_report(
 
 
 def report_for(session: Session, query: MetricsQuery) -> dict[str, Any]:
-    """:func:`report_of` ``query``, its labelled items read once (API and CLI)."""
+    """:func:`report_of` ``query``, its labelled items read once (API and CLI).
+
+    On a choice or answer benchmark against ``reference`` the report is about the models'
+    answers instead (:func:`app.services.answer_metrics.answer_report`).
+    """
+    if compares_answers(get_benchmark(session, query.benchmark), query.label):
+        return answer_report(session, query)
     return report_of(session, load_metrics_data(session, query))
 
 
@@ -172,10 +180,15 @@ class MetricsView:
     """What the metrics page shows: the report (:func:`report_of`) and its plots."""
 
     report: dict[str, Any]
-    plots: MetricsPlots
+    plots: MetricsPlots | None
 
 
 def metrics_view(session: Session, query: MetricsQuery) -> MetricsView:
-    """The report and the plots of ``query``, from one read of its labelled items."""
+    """The report and the plots of ``query``, from one read of its labelled items.
+
+    A report on models' answers has no score plots.
+    """
+    if compares_answers(get_benchmark(session, query.benchmark), query.label):
+        return MetricsView(answer_report(session, query), None)
     data = load_metrics_data(session, query)
     return MetricsView(report_of(session, data), plot_data(data))

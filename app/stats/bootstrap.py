@@ -26,6 +26,7 @@ from app.stats.registry import (
     METRICS,
     REGISTRY,
     Additive,
+    Categorical,
     Metric,
     Need,
     Ranked,
@@ -41,6 +42,7 @@ __all__ = [
     "Estimate",
     "bootstrap_mean",
     "group_bootstrap",
+    "group_bootstrap_answers",
     "group_multiplicities",
     "percentile_interval",
 ]
@@ -486,6 +488,9 @@ def group_bootstrap(
     if unknown or not wanted:
         raise ValueError(f"unknown metrics {unknown}; choose from {list(METRICS)}")
     chosen = tuple(REGISTRY[m] for m in wanted)
+    on_answers = [m.name for m in chosen if m.on_answers]
+    if on_answers:
+        raise ValueError(f"{on_answers[0]} reads answers: use group_bootstrap_answers")
     for metric in chosen:
         if Need.PROBABILITIES not in metric.needs:
             continue
@@ -521,6 +526,110 @@ def group_bootstrap(
 
     _for_each_chunk(
         store, seed, resamples, n_units, max(n, n_units), threads=threads, chunk_size=chunk_size
+    )
+    return BootstrapResult(wanted, point, replicates, level, seed, n_units)
+
+
+def group_bootstrap_answers(
+    labels: ArrayLike,
+    answers: Sequence[ArrayLike],
+    groups: ArrayLike,
+    n_classes: int,
+    *,
+    metrics: Sequence[str] = ("answer_accuracy",),
+    resamples: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+    n_threads: int | None = None,
+) -> BootstrapResult:
+    """Answer metrics of one or more models on the same group-bootstrap resamples.
+
+    The resamples are those of :func:`group_bootstrap` with the same seed and groups.
+
+    Parameters
+    ----------
+    labels : array-like of int, shape (n,)
+        Class index of each item's label, in ``0 .. n_classes - 1``.
+    answers : sequence of k array-likes of int, shape (n,)
+        Each model's answer per item: a class index, or a negative number for an answer that
+        names no class (a wrong answer). Every model answered every item.
+    groups : array-like, shape (n,)
+        Group key of each item; the resampling unit.
+    n_classes : int
+        Number of classes K (1 for graded free-text answers, coded 0 = right, -1 = wrong).
+    metrics : sequence of str
+        Answer metrics of the registry (:data:`app.stats.registry.ANSWER_METRICS`); those
+        that need classes require ``n_classes >= 2``.
+    resamples, seed, level, n_threads
+        As for :func:`group_bootstrap`.
+
+    Returns
+    -------
+    BootstrapResult
+        Point values and replicates of shape (k,) and (k, B) per metric.
+
+    Raises
+    ------
+    ValueError
+        On malformed inputs or metrics that are not answer metrics (or need classes).
+
+    """
+    y = np.asarray(labels, dtype=np.intp)
+    rows = [np.asarray(a, dtype=np.intp) for a in answers]
+    if y.ndim != 1 or y.size == 0 or not rows:
+        raise ValueError("labels must be a non-empty (n,) array, with at least one model")
+    if any(a.shape != y.shape for a in rows):
+        raise ValueError(f"every answer array must have shape {y.shape}")
+    if (
+        n_classes < 1
+        or y.min() < 0
+        or y.max() >= n_classes
+        or any(a.max() >= n_classes for a in rows)
+    ):
+        raise ValueError(f"labels and answers must be class indices below n_classes={n_classes}")
+    wanted = tuple(dict.fromkeys(metrics))
+    chosen = []
+    for name in wanted:
+        metric = REGISTRY.get(name)
+        if metric is None or not metric.on_answers:
+            raise ValueError(f"{name!r} is not an answer metric")
+        if Need.CLASSES in metric.needs and n_classes < 2:
+            raise ValueError(f"{name} needs answers that name classes")
+        chosen.append(metric)
+    units, n_units = _validate.keys(groups, y.size, "groups", reference="labels")
+    resamples = _validate.resample_count(resamples)
+    seed = _validate.seed_value(seed)
+    level = _validate.confidence_level(level)
+    blocks, slots = [], []
+    width = 0
+    for metric in chosen:
+        assert isinstance(metric.kernel, Categorical)
+        per_model = []
+        for a in rows:
+            block = metric.kernel.columns(y, a, n_classes)
+            per_model.append(slice(width, width + block.shape[1]))
+            width += block.shape[1]
+            blocks.append(block)
+        slots.append(per_model)
+    sums = _kernels.unit_totals(np.hstack(blocks), units, n_units)
+    sizes = np.bincount(units, minlength=n_units).astype(np.int64)
+
+    def compute(weights: NDArray[np.integer]) -> dict[str, NDArray[np.float64]]:
+        means = _kernels.unit_means(weights, sums, sizes)
+        return {
+            metric.name: np.stack([metric.kernel.reduce(means[:, s]) for s in per_model])  # type: ignore[union-attr]
+            for metric, per_model in zip(chosen, slots, strict=True)
+        }
+
+    point = {m: v[:, 0].copy() for m, v in compute(np.ones((1, n_units), np.int32)).items()}
+    replicates = {m: np.full((len(rows), resamples), np.nan) for m in wanted}
+
+    def store(start: int, stop: int, weights: NDArray[np.int32]) -> None:
+        for name, values in compute(weights).items():
+            replicates[name][:, start:stop] = values
+
+    _for_each_chunk(
+        store, seed, resamples, n_units, n_units, threads=_thread_count(n_threads), chunk_size=None
     )
     return BootstrapResult(wanted, point, replicates, level, seed, n_units)
 

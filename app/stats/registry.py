@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 from app.stats import _kernels, _validate
 
 __all__ = [
+    "ANSWER_METRICS",
     "ECE_BINS",
     "HIGHER_IS_BETTER",
     "INTERVAL",
@@ -24,6 +25,7 @@ __all__ = [
     "REPORTED",
     "TOP_K",
     "Additive",
+    "Categorical",
     "Metric",
     "Need",
     "Ranked",
@@ -85,7 +87,24 @@ class TopK:
     recall: bool = False
 
 
-Kernel = Additive | Ranked | StratifiedRanked | TopK
+CategoricalColumns = Callable[[NDArray[np.intp], NDArray[np.intp], int], NDArray[np.float64]]
+"""``(labels (n,), answers (n,), n_classes) -> (n, m)``: per-item values of an answer metric."""
+
+
+@dataclass(frozen=True)
+class Categorical:
+    """A metric of categorical answers against multi-class labels, from weighted item means.
+
+    Labels are class indices ``0 .. K - 1``; an answer is a class index or negative (an answer
+    naming no class). Like :class:`Additive`, ``columns`` builds the (n, m) item values and
+    ``reduce`` maps the (c, m) means of c resamples to (c,) values.
+    """
+
+    columns: CategoricalColumns
+    reduce: Callable[[NDArray[np.float64]], NDArray[np.float64]] = _first_column
+
+
+Kernel = Additive | Ranked | StratifiedRanked | TopK | Categorical
 
 
 class Need(enum.Enum):
@@ -101,6 +120,10 @@ class Need(enum.Enum):
     """A decision threshold (a score at or above it predicts the positive class)."""
     RANKING = "ranking"
     """Scores that rank items for review, such as a label-error ranker's (the top k is read)."""
+    ANSWERS = "answers"
+    """A model's categorical answers against a multi-class label (instead of scores)."""
+    CLASSES = "classes"
+    """Answers that name classes (a choice item's options), not graded free text."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +164,11 @@ class Metric:
     def per_detector(self) -> bool:
         """Whether the metric depends on a detector's scores (prevalence does not)."""
         return Need.SCORES in self.needs
+
+    @property
+    def on_answers(self) -> bool:
+        """Whether the metric reads categorical answers rather than scores."""
+        return Need.ANSWERS in self.needs
 
 
 # Kernels of the additive metrics: the item values whose group totals they need.
@@ -184,6 +212,36 @@ TOP_K: tuple[int, ...] = (50, 100, 200)
 """The k of precision@k and recall@k (what label-error studies report)."""
 
 
+def _correct(labels: NDArray[np.intp], answers: NDArray[np.intp], n_classes: int) -> NDArray:
+    return (answers == labels).astype(np.float64)[:, None]
+
+
+def _class_counts(labels: NDArray[np.intp], answers: NDArray[np.intp], n_classes: int) -> NDArray:
+    # Per class k: true positives, false positives (answered k, label other) and false
+    # negatives (label k, answered other or no class); their weighted means give F1_k.
+    out = np.empty((labels.size, 3 * n_classes))
+    for k in range(n_classes):
+        said, truth = answers == k, labels == k
+        out[:, 3 * k] = said & truth
+        out[:, 3 * k + 1] = said & ~truth
+        out[:, 3 * k + 2] = truth & ~said
+    return out
+
+
+def _macro_f1(means: NDArray[np.float64]) -> NDArray[np.float64]:
+    # Mean F1 over the classes that occur (as a label or an answer) in each resample, as
+    # scikit-learn's f1_score(average="macro") over the classes present.
+    tp, fp, fn = means[:, 0::3], means[:, 1::3], means[:, 2::3]
+    occurs = (tp + fp + fn) > 0
+    f1 = np.divide(2 * tp, 2 * tp + fp + fn, out=np.zeros_like(tp), where=occurs)
+    return np.divide(
+        f1.sum(axis=1),
+        occurs.sum(axis=1),
+        out=np.full(tp.shape[0], np.nan),
+        where=occurs.any(axis=1),
+    )
+
+
 def _needs(*needs: Need) -> frozenset[Need]:
     return frozenset({Need.SCORES, *needs})
 
@@ -216,6 +274,14 @@ _DEFINITIONS: tuple[Metric, ...] = (
         for what, title, recall in (("precision", "P", False), ("recall", "R", True))
         for k in TOP_K
     ),
+    Metric("answer_accuracy", "Accuracy", True, Categorical(_correct), frozenset({Need.ANSWERS})),
+    Metric(
+        "macro_f1",
+        "Macro-F1",
+        True,
+        Categorical(_class_counts, _macro_f1),
+        frozenset({Need.ANSWERS, Need.CLASSES}),
+    ),
 )
 
 REGISTRY: dict[str, Metric] = {metric.name: metric for metric in _DEFINITIONS}
@@ -227,11 +293,14 @@ METRICS: tuple[str, ...] = tuple(REGISTRY)
 HIGHER_IS_BETTER: dict[str, bool] = {m.name: m.higher_is_better for m in _DEFINITIONS}
 """Direction of each metric, used to say which detector "beats" the other in a resample."""
 
-REPORTED: tuple[Metric, ...] = tuple(m for m in _DEFINITIONS if m.reported)
-"""The metric matrix's metrics, in column order."""
+REPORTED: tuple[Metric, ...] = tuple(m for m in _DEFINITIONS if m.reported and not m.on_answers)
+"""The metric matrix's metrics of scores, in column order."""
 
 INTERVAL: tuple[Metric, ...] = tuple(m for m in REPORTED if m.interval)
 """Reported per-detector metrics with an interval; also those of paired differences."""
+
+ANSWER_METRICS: tuple[Metric, ...] = tuple(m for m in _DEFINITIONS if m.on_answers)
+"""The metrics of models' categorical answers against a multi-class label set."""
 
 
 def get_metric(name: str) -> Metric:

@@ -13,10 +13,16 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from app.stats import _validate
-from app.stats.bootstrap import group_bootstrap
+from app.stats.bootstrap import BootstrapResult, group_bootstrap
 from app.stats.registry import REGISTRY, REPORTED, applicable
 
-__all__ = ["SUMMARY_METRICS", "paired_difference", "paired_differences", "summarise"]
+__all__ = [
+    "SUMMARY_METRICS",
+    "difference_rows",
+    "paired_difference",
+    "paired_differences",
+    "summarise",
+]
 
 SUMMARY_METRICS: tuple[str, ...] = tuple(m.name for m in REPORTED)
 """Metrics reported by ``summarise``, each as ``name`` and ``name_ci`` (the registry's)."""
@@ -208,6 +214,25 @@ def paired_differences(
         seed=seed,
         level=level,
     )
+    return difference_rows(result, metrics)
+
+
+def difference_rows(result: BootstrapResult, metrics: Sequence[str]) -> list[dict[str, Any]]:
+    """The first-minus-second differences of two detectors in ``result``, one dict per metric.
+
+    Parameters
+    ----------
+    result : BootstrapResult
+        A bootstrap of exactly two detectors (or models) on shared resamples.
+    metrics : sequence of str
+        Metrics of ``result``, in the order to report.
+
+    Returns
+    -------
+    list of dict
+        The keys of :func:`paired_difference`.
+
+    """
     out = []
     for metric in metrics:
         diff = result.difference(metric, 0, 1)

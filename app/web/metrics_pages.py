@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import HTMLResponse
 
 from app.db import transaction
+from app.services.answer_metrics import ANSWERS_REPORT
 from app.services.facets import BenchmarkFacets, describe_benchmark
 from app.services.instance_filter import FlipState, InstanceFilter, SliceCondition
 from app.services.labelled_items import LABEL_MODES, MISSING_SLICE, LabelMode
@@ -21,7 +22,7 @@ from app.services.metric_matrix import MACRO, MATRIX_METRICS
 from app.services.metrics import metrics_view, report_for
 from app.services.metrics_plots import Curve, MetricsPlots
 from app.services.metrics_query import MetricsQuery
-from app.stats.registry import Metric, Need
+from app.stats.registry import ANSWER_METRICS, Metric, Need
 from app.web import svg_plots
 from app.web.benchmark_params import DetectorParam, LabelParam, default_label, non_blank
 from app.web.deps import ReadCache, StoreDep
@@ -188,16 +189,23 @@ def metrics_page(
         "labels": query.labels,
         "label_modes": LABEL_MODES,
         "k": query.k,
-        "plots": _draw(view.plots),
+        "plots": None if view.plots is None else _draw(view.plots),
         "row_links": _row_links(name, report),
         "judge_links": _judge_links(name, report["judges"]),
-        "columns": _columns(report["rows"]),
+        "columns": _columns(report),
     }
     return render(request, "metrics.html", context, fragment="_metrics_results.html")
 
 
-def _columns(rows: list[dict[str, Any]]) -> list[Metric]:
-    """The matrix's columns: the top-k metrics of label-error rankers only when a row has one."""
+def _columns(report: dict[str, Any]) -> list[Metric]:
+    """The metric columns of a report's table.
+
+    Answer metrics for a report on models' answers; else the matrix's, with the top-k metrics
+    of label-error rankers only when a row has one.
+    """
+    rows = report["rows"]
+    if report.get("kind") == ANSWERS_REPORT:
+        return [m for m in ANSWER_METRICS if any(m.name in r for r in rows)]
     return [
         m
         for m in MATRIX_METRICS
@@ -205,7 +213,12 @@ def _columns(rows: list[dict[str, Any]]) -> list[Metric]:
     ]
 
 
-@api_router.get("/benchmarks/{name}/metrics", response_model=MetricsReportModel)
+@api_router.get(
+    "/benchmarks/{name}/metrics",
+    response_model=MetricsReportModel,
+    # Score reports and answer reports have different keys: each keeps exactly its own.
+    response_model_exclude_unset=True,
+)
 def api_metrics(
     name: str, store: StoreDep, cache: ReadCache, params: MetricsParamsDep
 ) -> dict[str, Any]:

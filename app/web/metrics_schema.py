@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, create_model
 from app.services.judge_summary import JudgeSummary
 from app.services.labelled_items import LabelMode
 from app.services.metric_matrix import MATRIX_METRICS
+from app.stats.registry import ANSWER_METRICS
 
 __all__ = ["MetricRowModel", "MetricsReportModel"]
 
@@ -28,15 +29,18 @@ def _row_fields() -> dict[str, Any]:
         ),
         "n": (int, Field(description="Labelled items the detector scored.")),
     }
-    for metric in MATRIX_METRICS:
+    for metric in (*MATRIX_METRICS, *ANSWER_METRICS):
+        # A row has either the matrix's metrics (scores) or the answer metrics (models).
         fields[metric.name] = (
             float | None,
-            Field(description=f"{metric.title}; null when undefined or not applicable."),
+            Field(None, description=f"{metric.title}; null when undefined or not applicable."),
         )
         if metric.interval:
             fields[f"{metric.name}_ci"] = (
                 Interval,
-                Field(description=f"95% group-bootstrap percentile interval of {metric.title}."),
+                Field(
+                    None, description=f"95% group-bootstrap percentile interval of {metric.title}."
+                ),
             )
     return fields
 
@@ -82,14 +86,38 @@ class ConstantPredictor(BaseModel):
     brier_ci: Interval
 
 
-class MetricsReportModel(BaseModel):
-    """The metric matrix, judge summaries and paired comparisons of one label set."""
+class Agreement(BaseModel):
+    """Two models' answers on the items both answered."""
 
+    first: str
+    second: str
+    n: int
+    agreement: float | None = Field(description="Share of items with the same answer.")
+    kappa: float | None = Field(description="Cohen's kappa (agreement beyond chance).")
+
+
+class Confusion(BaseModel):
+    """A model's answers by the label's option: ``counts[i][j]`` items of label i answered j."""
+
+    labels: list[str]
+    answers: list[str]
+    counts: list[list[int]]
+
+
+class MetricsReportModel(BaseModel):
+    """The metric matrix, judge summaries and paired comparisons of one label set.
+
+    On a choice or answer benchmark against ``reference`` the report is about the models'
+    answers (``kind`` = ``answers``): rows hold answer metrics, ``positive`` is null, and
+    ``agreement`` and ``confusion`` are added. Keys a report does not have are left out.
+    """
+
+    kind: str | None = None
     benchmark: str
     label: str
     labels: LabelMode
     k: int
-    positive: str
+    positive: str | None
     negative: str | None
     target_rule: str
     slice_field: str | None
@@ -100,3 +128,5 @@ class MetricsReportModel(BaseModel):
     judges: list[JudgeSummary]
     comparisons: list[Comparison]
     constant_predictors: list[ConstantPredictor]
+    agreement: list[Agreement] | None = None
+    confusion: dict[str, Confusion] | None = None
