@@ -196,6 +196,33 @@ def item_view(
     )
 
 
+@dataclass(frozen=True)
+class ItemPage:
+    """An item's page: the queue, the item as the viewer may see it, and the queue's progress."""
+
+    queue: ReviewQueue
+    item: ItemView
+    progress: queues.Progress
+
+
+def item_page(session: Session, queue_id: int, instance_id: int, principal: Principal) -> ItemPage:
+    """The item page of ``instance_id`` in queue ``queue_id`` for ``principal``.
+
+    Raises
+    ------
+    NotFound
+        No such queue.
+    NotAssigned
+        ``principal`` may not work in it.
+    InvalidInput
+        The instance is not in the queue.
+
+    """
+    queue = queues.get_queue_for(session, queue_id, principal)
+    view = item_view(session, queue, instance_id, principal)
+    return ItemPage(queue, view, queues.progress(session, queue))
+
+
 # ----------------------------------------------------------------------------- REST bodies
 
 

@@ -68,14 +68,7 @@ def new_queue_form(
     """The form that builds a queue from a table filter or a disagreement list."""
     with transaction(store.factory) as session:
         form = review_views.queue_form(session, name, source, label)
-    context = {
-        "bench": form.bench,
-        "source": form.source,
-        "query": query,
-        "labels": form.labels,
-        "label": form.label,
-        "tags": queues.DEFECT_TAGS,
-    }
+    context = {**vars(form), "query": query, "tags": queues.DEFECT_TAGS}
     return render(request, "queue_new.html", context)
 
 
@@ -116,17 +109,8 @@ def queue_page(
     """A queue: settings, progress per person and, for reviewers, every item's state."""
     with transaction(store.factory) as session:
         page = review_views.queue_page(session, queue_id, principal)
-    context = {
-        "queue": page.queue,
-        "bench": page.bench,
-        "progress": page.progress,
-        "items": page.items,
-        "assignees": page.assignees,
-        "agreement": page.agreement,
-        "comparison": page.comparison,
-        "comparison_note": page.comparison_note,
-    }
-    return render(request, "queue.html", context)
+    # The template names the page's fields (queue, bench, progress, items, agreement, ...).
+    return render(request, "queue.html", vars(page))
 
 
 @router.post("/queues/{queue_id}/assignees", dependencies=[RequireReviewer])
@@ -165,13 +149,9 @@ def _render_item(
     undone: bool = False,
 ) -> HTMLResponse:
     with transaction(store.factory) as session:
-        queue = queues.get_queue_for(session, queue_id, principal)
-        view = review_views.item_view(session, queue, instance_id, principal)
-        prog = queues.progress(session, queue)
+        page = review_views.item_page(session, queue_id, instance_id, principal)
     context = {
-        "queue": queue,
-        "item": view,
-        "progress": prog,
+        **vars(page),
         "tags": queues.DEFECT_TAGS,
         "stale": stale,
         "undone": undone,
