@@ -63,7 +63,8 @@ def form_choices(mode: DisagreementMode) -> tuple[list[str], dict[str, str]]:
     return detectors, judges
 
 
-MODES = disagreement_modes.all_modes()
+# The modes JudgeBench (pairwise) offers; label-errors lists choice and answer items.
+MODES = [m for m in disagreement_modes.all_modes() if m.applies_to("pairwise")]
 
 
 @pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy.orm import Session
 
+from app.services.detectors import RANKER_PREFIX
 from app.services.disagreement_modes import DisagreementMode
 from app.services.disagreement_modes.base import DetectorKind
+from app.services.disagreement_modes.label_errors import LabelErrorsMode
 from app.services.disagreement_query import DisagreementQuery
 from app.services.disagreements import DisagreementList, find_disagreements
 from app.services.facets import BenchmarkFacets
+from app.services.rankers import DETAILS_KEY as RANKERS_KEY
+from app.tables import Benchmark
 
-__all__ = ["DisagreementView", "detector_choices", "disagreement_view"]
+LABEL_ERRORS = LabelErrorsMode.name
+
+__all__ = ["DisagreementView", "detector_choices", "disagreement_view", "opening_query"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,18 @@ def _fit(facets: BenchmarkFacets, query: DisagreementQuery) -> tuple[Disagreemen
         kept = kept[:1]
     ignored = [d for d in query.detectors if d not in kept]
     return query.with_detectors(kept), ignored
+
+
+def opening_query(bench: Benchmark, query: DisagreementQuery) -> DisagreementQuery:
+    """The list a page opened without a mode shows.
+
+    The benchmark's default label-error ranker in ``label-errors`` mode where one was chosen
+    (:func:`app.services.rankers.default_ranker`), else ``query`` as it is.
+    """
+    ranker = (bench.details or {}).get(RANKERS_KEY, {}).get("default")
+    if not ranker or query.detectors:
+        return query
+    return replace(query, mode=LABEL_ERRORS, detectors=(RANKER_PREFIX + ranker,))
 
 
 def disagreement_view(

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.errors import InvalidInput
 from app.services.benchmarks import get_benchmark
 from app.services.disagreement_modes import DEFAULT_MIN_CONFIDENCE, all_modes, get_mode
 from app.services.disagreement_modes.base import Disagreement, LabelUse, ModeInput, ParamValue
@@ -107,6 +108,9 @@ def find_disagreements(
     spec.detectors.check(spec.name, names)
     params = spec.settle(names, query.values)
     bench = get_benchmark(session, benchmark)
+    if not spec.applies_to(bench.kind):
+        kinds = " or ".join(spec.benchmark_kinds or ())
+        raise InvalidInput(f"{spec.name} mode lists items of {kinds} benchmarks, not {bench.kind}")
     label = query.label or "reference"
     items = None
     if spec.labels is LabelUse.BINARY:

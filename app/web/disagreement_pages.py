@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from starlette.responses import HTMLResponse, Response
 
 from app.db import transaction
+from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
 from app.services.disagreement_modes import all_modes, modes_declaring
 from app.services.disagreement_modes.base import Param, ParamKind
@@ -27,7 +28,7 @@ from app.services.disagreement_query import (
     mode_param_names,
     parse_disagreement_query,
 )
-from app.services.disagreement_view import disagreement_view
+from app.services.disagreement_view import disagreement_view, opening_query
 from app.services.disagreements import MODES, find_disagreements
 from app.services.facets import describe_benchmark
 from app.web.benchmark_params import default_label
@@ -125,6 +126,9 @@ class DisagreementItemOut(BaseModel):
     score: float | None
     confidence: float | None
     reason: str
+    evidence: dict[str, Any] | None = Field(
+        None, description="Structured evidence (label-errors mode: the models' votes)."
+    )
 
 
 def _list_model() -> type[BaseModel]:
@@ -169,6 +173,8 @@ def disagreements_page(
     """
     with transaction(store.factory) as session:
         facets = describe_benchmark(session, name, cache)
+        if "mode" not in request.query_params:
+            query = opening_query(get_benchmark(session, name), query)
         view = disagreement_view(
             session, facets, query.with_label(default_label(facets, query.label))
         )
@@ -177,7 +183,7 @@ def disagreements_page(
         "name": name,
         "facets": facets,
         "view": view,
-        "modes": all_modes(),
+        "modes": [m for m in all_modes() if m.applies_to(facets.summary.kind)],
         "values": view.query.values,
         "csv_url": disagreements_url(name, csv_export=True, **params),
     }

@@ -185,16 +185,21 @@ class Disagreement:
     confidence: float | None
     reason: str
     rank: tuple[float, ...] = field(default=(), repr=False, compare=False)
+    # Structured evidence behind the item, where a mode has some (e.g. the models' votes).
+    evidence: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON item of ``appellate disagreements --json``."""
-        return {
+        """The JSON item of ``appellate disagreements --json`` (``evidence`` when present)."""
+        out = {
             "external_id": self.external_id,
             "label": self.label,
             "score": self.score,
             "confidence": self.confidence,
             "reason": self.reason,
         }
+        if self.evidence is not None:
+            out["evidence"] = self.evidence
+        return out
 
 
 def confidence_rank(confidence: float | None) -> tuple[float, ...]:
@@ -245,6 +250,12 @@ class DisagreementMode(ABC):
     detectors: ClassVar[DetectorSpec]
     labels: ClassVar[LabelUse]
     params: ClassVar[tuple[Param, ...]] = ()
+    # Benchmark kinds the mode lists items of (``None``: every kind).
+    benchmark_kinds: ClassVar[tuple[str, ...] | None] = None
+
+    def applies_to(self, kind: str) -> bool:
+        """Whether the mode lists items of benchmarks of ``kind``."""
+        return self.benchmark_kinds is None or kind in self.benchmark_kinds
 
     def param(self, name: str) -> Param | None:
         """The declared parameter called ``name``, or ``None``."""
