@@ -241,3 +241,24 @@ def test_an_answer_benchmark_graded_numerically(
     assert accuracy == {"m1": (3, 1.0), "m2": (3, pytest.approx(2 / 3)), "m3": (2, 0.5)}
     assert "macro_f1" not in report["rows"][0]  # free-text answers have no classes
     assert "numeric" in report["target_rule"]
+
+
+def test_the_instance_page_of_a_choice_item(
+    loaded: sessionmaker[Session], settings: Settings
+) -> None:
+    _, answers, labels, _ = _csv_answers()
+    item = "astronomy:1"
+    with api_client(settings, role="reviewer") as client:
+        page = client.get(f"/benchmarks/mmlu/instances/{item}")
+        api = client.get(f"/api/benchmarks/mmlu/instances/{item}").json()
+    assert page.status_code == 200
+    options = {o["letter"]: o for o in api["answers"]["options"]}
+    assert list(options) == list(LETTERS)
+    for letter, option in options.items():
+        chose = sorted(m for m, given in answers.items() if given.get(item) == letter)
+        assert option["models"] == chose
+        assert option["is_label"] == (letter == labels[item])
+    label_row = re.search(r'<tr class="option is-label">(.*?)</tr>', page.text, re.S)
+    assert label_row is not None and f'<th class="letter">{labels[item]}' in label_row.group(0)
+    assert "Expert annotation of the label" in page.text
+    assert page.text.count('<meter class="share"') == 4

@@ -24,9 +24,11 @@ from app.services.resolution import resolved_values
 from app.stats.label_errors import NO_ANSWER, OFF_OPTIONS
 from app.tables import Benchmark, BenchmarkKind, Detector, Instance, Prediction
 
-__all__ = ["ANSWER_KINDS", "AnswerMatrix", "load_answers"]
+__all__ = ["ANSWER_KINDS", "ANSWER_LABEL", "AnswerMatrix", "load_answers"]
 
 ANSWER_KINDS = (BenchmarkKind.choice.value, BenchmarkKind.answer.value)
+ANSWER_LABEL = "reference"
+"""The label set that choice and answer items' answers are checked against."""
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
@@ -127,7 +129,7 @@ def load_answers(
     session: Session,
     benchmark: Benchmark,
     *,
-    label: str = "reference",
+    label: str = ANSWER_LABEL,
     labels: str = "original",
     k: int = 2,
     models: Sequence[str] | None = None,

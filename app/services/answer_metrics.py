@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 from sqlalchemy.orm import Session
 
-from app.services.answer_matrix import ANSWER_KINDS, AnswerMatrix, load_answers
+from app.services.answer_matrix import ANSWER_KINDS, ANSWER_LABEL, AnswerMatrix, load_answers
 from app.services.benchmarks import get_benchmark
 from app.services.labelled_items import data_key, label_key
 from app.services.metric_matrix import Cell, MetricRow, macro_row, slice_seed
@@ -31,8 +31,6 @@ from app.tables import Benchmark
 
 __all__ = ["ANSWERS_REPORT", "ANSWER_LABEL", "answer_report", "compares_answers"]
 
-ANSWER_LABEL = "reference"
-"""The label set that choice and answer benchmarks compare the models' answers with."""
 ANSWERS_REPORT = "answers"
 """The ``kind`` of an answer report (a report of scores has no ``kind``)."""
 OTHER = "other"

@@ -11,10 +11,12 @@ from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from app.errors import NotFound
+from app.services.answer_matrix import ANSWER_LABEL
 from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
 from app.services.comments import thread
 from app.services.facets import FLIP_PREFIX, benchmark_facets
+from app.services.instance_answers import ItemAnswers, item_answers
 from app.services.instance_filter import (
     InstanceFilter,
     filter_conditions,
@@ -127,6 +129,7 @@ class InstanceDetail(BaseModel):
     neighbours: Neighbours
     instance_id: int = 0
     comments: list[CommentView] = []
+    answers: ItemAnswers | None = None
 
     def text_fields(self) -> list[tuple[str, str]]:
         """``(field, text)`` of the kind's long text fields present in the payload, in order."""
@@ -303,4 +306,5 @@ def instance_detail(
         neighbours=Neighbours(previous=previous, next=following),
         instance_id=inst.id,
         comments=comments,
+        answers=item_answers(session, bench, inst.id, inst.payload, current.get(ANSWER_LABEL)),
     )

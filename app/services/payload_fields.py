@@ -17,7 +17,7 @@ from app.tables import Instance
 
 # Payload fields that name a slice of a benchmark, in display order, as the importers write
 # them: JudgeBench `source` and `response_model`, MT-Bench `category`, `model_a` and `model_b`,
-# statement sets `dataset`, lie-detector items `persona` and `condition`.
+# statement sets `dataset`, lie-detector items `persona` and `condition`, MMLU `subject`.
 SLICE_FIELDS: tuple[str, ...] = (
     "source",
     "category",
@@ -27,6 +27,7 @@ SLICE_FIELDS: tuple[str, ...] = (
     "model_b",
     "persona",
     "condition",
+    "subject",
 )
 
 # The long text fields of each kind, in reading order.
@@ -34,6 +35,8 @@ TEXT_FIELDS: dict[str, tuple[str, ...]] = {
     "pairwise": ("prompt", "response_a", "response_b"),
     "statement": ("statement",),
     "response": ("system_prompt", "question", "response"),
+    "choice": ("question",),
+    "answer": ("question",),
 }
 
 # The field whose opening words identify a row in the instance table.
@@ -41,6 +44,8 @@ PREVIEW_FIELD: dict[str, str] = {
     "pairwise": "prompt",
     "statement": "statement",
     "response": "question",
+    "choice": "question",
+    "answer": "question",
 }
 
 _FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
