@@ -22,10 +22,12 @@ from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
 from app.ingest.readers import table_format
+from app.services.answer_matrix import ANSWER_LABEL
 from app.services.benchmarks import get_benchmark
 from app.services.facets import benchmark_facets
 from app.services.instance_filter import InstanceFilter, filter_conditions, resolve_filter
 from app.services.labels import label_names as benchmark_label_names
+from app.services.outcomes import is_unanswerable
 from app.services.payload_fields import SLICE_FIELDS, TEXT_FIELDS
 from app.services.resolution import (
     CHANGE_COLUMNS,
@@ -63,13 +65,17 @@ class ExportSummary:
     label_sets: list[str] = field(default_factory=list)
     # (instance, label set) pairs whose exported value differs from the original.
     changed: int = 0
+    # Items resolved as unanswerable, left out of a resolved export (listed in the changelog).
+    excluded: int = 0
     files: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         """A one-line human summary for the CLI."""
+        left_out = f", {self.excluded} unanswerable left out" if self.excluded else ""
         return (
             f"{self.benchmark}: {self.rows} rows, {len(self.label_sets)} label set(s) "
-            f"({self.labels}), {self.changed} changed label(s); wrote {', '.join(self.files)}"
+            f"({self.labels}), {self.changed} changed label(s){left_out}; "
+            f"wrote {', '.join(self.files)}"
         )
 
     def __str__(self) -> str:
@@ -180,11 +186,14 @@ def export_benchmark(
     tmp_log = _temporary(log_path)
     try:
         with _open_sink(fmt, tmp_out, header, columns) as sink, _changelog_sink(tmp_log) as log:
-            for rows, changes in _chunks(session, conds, columns, names, labels, k, chunk_size):
+            for rows, changes, excluded in _chunks(
+                session, conds, columns, names, labels, k, chunk_size
+            ):
                 sink.write(rows)
                 log.write(changes)
                 summary.rows += len(rows)
                 summary.changed += len(changes)
+                summary.excluded += excluded
         os.replace(tmp_log, log_path)
         os.replace(tmp_out, out)
     finally:
@@ -280,11 +289,13 @@ def _chunks(
     labels: str,
     k: int,
     chunk_size: int,
-) -> Iterator[tuple[list[dict[str, Any]], list[ChangeRow]]]:
-    """The export's rows and changelog rows, one chunk of instances at a time.
+) -> Iterator[tuple[list[dict[str, Any]], list[ChangeRow], int]]:
+    """The export's rows, changelog rows and left-out count, one chunk of instances at a time.
 
     Rows come in external-id order; a chunk's changelog rows follow its rows, label sets in
-    export column order.
+    export column order. In a resolved export an item whose ``reference`` resolves to an
+    unanswerable outcome (:data:`app.services.outcomes.UNANSWERABLE`) is left out; its
+    changelog row names the outcome.
     """
     ids_q = (
         select(Instance.id)
@@ -306,12 +317,17 @@ def _chunks(
         }
         resolutions = fold(latest_events(session, ids, names), k)
         rows = []
+        excluded = 0
         position: dict[str, int] = {}
         for iid in ids:
             if iid not in instances:
                 continue  # deleted since the ids were read (only without a pinned snapshot)
             ext, group, payload = instances[iid]
-            position[ext] = len(rows)
+            position[ext] = len(rows) + excluded
+            reference = resolutions.get((iid, ANSWER_LABEL))
+            if labels == "resolved" and reference and is_unanswerable(reference[1].resolved):
+                excluded += 1
+                continue
             row: dict[str, Any] = {"external_id": ext, "group_key": group}
             for col in columns:
                 row[col.name] = payload.get(col.key)
@@ -332,7 +348,7 @@ def _chunks(
                 change_rows(resolutions),
                 key=lambda c: (position[c.external_id], label_order[c.label]),
             )
-        yield rows, changes
+        yield rows, changes, excluded
 
 
 class _Sink:

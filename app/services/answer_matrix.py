@@ -20,6 +20,7 @@ from app.errors import InvalidInput
 from app.services.graders import benchmark_grader
 from app.services.labelled_items import slice_text
 from app.services.labels import current_label_subquery
+from app.services.outcomes import is_unanswerable
 from app.services.resolution import resolved_values
 from app.stats.label_errors import NO_ANSWER, OFF_OPTIONS
 from app.tables import Benchmark, BenchmarkKind, Detector, Instance, Prediction
@@ -203,7 +204,11 @@ def load_answers(
         instance_ids=ids,
         external_ids=[r[1] for r in rows],
         groups=[r[2] for r in rows],
-        labels=[r[4] if resolved is None else resolved.get(r[0]) for r in rows],
+        # An item reviewed as unanswerable has no correct answer to check answers against.
+        labels=[
+            None if is_unanswerable(value) else value
+            for value in (r[4] if resolved is None else resolved.get(r[0]) for r in rows)
+        ],
         n_options=np.array([len(r[3].get("options") or []) for r in rows], dtype=np.int64),
         models=names,
         answers=answers,

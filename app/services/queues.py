@@ -17,13 +17,16 @@ from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from app.errors import Conflict, InvalidInput, NotFound
+from app.services.answer_matrix import ANSWER_LABEL
 from app.services.benchmarks import bump_data_version
 from app.services.facets import benchmark_facets
 from app.services.lookup import get_one
+from app.services.outcomes import UNANSWERABLE, is_unanswerable
 from app.services.resolution import ADJUDICATION, VOTE, Resolution, fold, latest_events
 from app.services.users import Principal
 from app.tables import (
     Benchmark,
+    BenchmarkKind,
     Instance,
     LabelEvent,
     QueueAssignment,
@@ -41,11 +44,20 @@ DEFECT_TAGS: tuple[str, ...] = (
     "duplicate",
     "truncated/broken",
     "persona not adopted",
+    # The MMLU-Redux error taxonomy (Gema et al., 2024) for choice and answer items.
+    "wrong ground truth",
+    "unclear question",
+    "unclear options",
+    "no correct answer",
+    "multiple correct answers",
+    "needs expertise",
     "other",
 )
 # Keys 1-9 pick a value; more choices than that cannot be voted by keyboard alone.
 MAX_CHOICES = 9
 MAX_REASON = 2000
+# A typed value is stored as a label value: as long as that column allows.
+MAX_LABEL_LENGTH: int = LabelEvent.__table__.c.value.type.length
 
 
 class StaleWrite(Conflict):
@@ -156,11 +168,7 @@ def create_queue(
     )
     if taken is not None:
         raise InvalidInput(f"{benchmark.name} already has a queue named {name!r}", field="name")
-    if choices:
-        values = list(choices)
-    else:
-        facet = benchmark_facets(session, benchmark).label_set(label_name)
-        values = [v.value for v in facet.values if v.value is not None] if facet else []
+    values = list(choices) if choices else default_choices(session, benchmark, label_name)
     if not values:
         raise InvalidInput(
             f"label set {label_name!r} has no values on {benchmark.name}", field="label"
@@ -195,6 +203,28 @@ def create_queue(
             insert(QueueAssignment), [{"queue_id": queue.id, "user_id": u.id} for u in users]
         )
     return queue
+
+
+def default_choices(session: Session, benchmark: Benchmark, label_name: str) -> list[str]:
+    """What a new queue on ``label_name`` lets people choose from.
+
+    On choice benchmarks' ``reference``: the option letters, then the :data:`UNANSWERABLE`
+    outcomes; on answer benchmarks' ``reference``: the outcomes (a corrected answer is typed).
+    Otherwise the label set's current values.
+    """
+    if label_name == ANSWER_LABEL and benchmark.kind == BenchmarkKind.answer:
+        return list(UNANSWERABLE)
+    facet = benchmark_facets(session, benchmark).label_set(label_name)
+    values = [v.value for v in facet.values if v.value is not None] if facet else []
+    if label_name == ANSWER_LABEL and benchmark.kind == BenchmarkKind.choice:
+        letters = [v for v in values if not is_unanswerable(v)]
+        return [*sorted(letters), *UNANSWERABLE]
+    return values
+
+
+def takes_typed_answers(benchmark: Benchmark, label_name: str) -> bool:
+    """Whether votes may type a value (a corrected reference answer) besides the choices."""
+    return label_name == ANSWER_LABEL and benchmark.kind == BenchmarkKind.answer
 
 
 def _users_named(session: Session, names: Sequence[str]) -> list[User]:
@@ -419,9 +449,16 @@ def record(
     if not in_queue(session, queue, instance_id):
         raise InvalidInput(f"instance {instance_id} is not in queue {queue.name!r}", field="item")
     if value is not None and value not in queue.choices:
-        raise InvalidInput(
-            f"value {value!r} is not one of {', '.join(map(str, queue.choices))}", field="value"
-        )
+        bench = session.get_one(Benchmark, queue.benchmark_id)
+        if not takes_typed_answers(bench, queue.label_name):
+            raise InvalidInput(
+                f"value {value!r} is not one of {', '.join(map(str, queue.choices))}",
+                field="value",
+            )
+        if not value.strip() or len(value) > MAX_LABEL_LENGTH:
+            raise InvalidInput(
+                f"a typed answer needs 1 to {MAX_LABEL_LENGTH} characters", field="value"
+            )
     unknown = sorted(set(tags) - set(DEFECT_TAGS))
     if unknown:
         raise InvalidInput(f"unknown defect tag(s): {', '.join(unknown)}", field="tags")

@@ -9,7 +9,7 @@ items through these functions only.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
@@ -17,6 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.errors import AppellateError, InvalidInput
+from app.ingest.choices import option_letters
 from app.services import queues
 from app.services.benchmarks import get_benchmark
 from app.services.comments import thread
@@ -27,7 +28,7 @@ from app.services.queue_agreement import queue_agreement
 from app.services.queue_sources import check_source
 from app.services.resolution import Resolution
 from app.services.users import Principal
-from app.tables import Benchmark, Comment, Instance, ReviewQueue, Role
+from app.tables import Benchmark, BenchmarkKind, Comment, Instance, ReviewQueue, Role
 
 # Bootstrap resamples of the queue page's intervals: enough for two decimals, quick to draw.
 REVIEW_RESAMPLES = 500
@@ -155,6 +156,10 @@ class ItemView:
     n_votes: int
     resolution: Resolution | None
     comments: list[Comment]
+    # A choice item's options (part of the question: shown in blind mode too), lettered.
+    options: list[tuple[str, str]] = field(default_factory=list)
+    # Whether a vote may type a value (a corrected reference answer) besides the choices.
+    typed: bool = False
 
 
 def item_view(
@@ -193,7 +198,16 @@ def item_view(
         n_votes=len(res.votes) if res is not None else 0,
         resolution=res if sees else None,
         comments=comments,
+        options=_options(bench.kind, inst.payload),
+        typed=queues.takes_typed_answers(bench, queue.label_name),
     )
+
+
+def _options(kind: str, payload: dict[str, Any]) -> list[tuple[str, str]]:
+    if kind != BenchmarkKind.choice:
+        return []
+    texts = [str(o) for o in payload.get("options") or []]
+    return list(zip(option_letters(len(texts)), texts, strict=True))
 
 
 @dataclass(frozen=True)

@@ -184,13 +184,18 @@ class ReviewForm:
 
 
 async def review_form(
-    value: Annotated[str, Form()],
     version: Annotated[int, Form(ge=0)],
+    value: Annotated[str, Form()] = "",
+    typed: Annotated[str, Form(max_length=queues.MAX_LABEL_LENGTH)] = "",
     reason: Annotated[str, Form(max_length=queues.MAX_REASON)] = "",
     tags: Annotated[list[str] | None, Form()] = None,
 ) -> ReviewForm:
-    """The posted fields; an empty value means none (a withdrawal, or "no label")."""
-    return ReviewForm(value or None, version, reason, [t for t in (tags or []) if t])
+    """The posted fields; an empty value means none (a withdrawal, or "no label").
+
+    A clicked choice is the value; without one, a typed answer (answer queues) is.
+    """
+    chosen = value or typed.strip()
+    return ReviewForm(chosen or None, version, reason, [t for t in (tags or []) if t])
 
 
 ReviewFormDep = Annotated[ReviewForm, Depends(review_form)]
