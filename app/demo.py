@@ -9,7 +9,11 @@ from sqlalchemy import select
 
 from app.db import transaction
 from app.ingest.judgebench import import_judgebench
+from app.ingest.mmlu_redux import import_mmlu_redux
 from app.ingest.statements import import_statements
+from app.services.benchmarks import get_benchmark
+from app.services.rankers import DETAILS_KEY as RANKERS_KEY
+from app.services.rankers import compute_rankers, rank_inputs, store_rankers
 from app.services.users import create_user, issue_token
 from app.settings import BUNDLED_DATA
 from app.store import Store
@@ -44,6 +48,30 @@ def load_demo_data(store: Store, data: Path = BUNDLED_DATA) -> Iterator[str]:
         with transaction(store.factory) as session:
             summary = import_statements(session, path, benchmark=name)
         yield summary.line()
+    yield from _load_mmlu_redux(store, data / "mmlu-redux")
+
+
+MMLU_BENCHMARK = "mmlu-redux"
+
+
+def _load_mmlu_redux(store: Store, folder: Path) -> Iterator[str]:
+    """MMLU-Redux with its models' answers, then the label-error rankers (when new)."""
+    if not folder.is_dir():
+        return
+    with transaction(store.factory) as session:
+        summary = import_mmlu_redux(session, [folder], MMLU_BENCHMARK)
+        ranked = RANKERS_KEY in (get_benchmark(session, MMLU_BENCHMARK).details or {})
+    yield summary.line()
+    if ranked and summary.added == 0:
+        return
+    # Read, rank without a session, write: the same steps as the rank_errors job.
+    with transaction(store.factory) as session:
+        inputs = rank_inputs(session, MMLU_BENCHMARK)
+    result = compute_rankers(inputs)
+    with transaction(store.factory) as session:
+        stored = store_rankers(session, inputs, result)
+    scored = ", ".join(f"{name} AUPRC {q['auprc']:.3f}" for name, q in stored["rankers"].items())
+    yield f"{MMLU_BENCHMARK}: rankers {scored}; default {stored['default']}"
 
 
 DEMO_ADMIN = "admin"

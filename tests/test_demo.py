@@ -14,7 +14,7 @@ from app.cli import cli
 from app.db import transaction
 from app.demo import BUNDLED_DATA
 from app.settings import Settings
-from app.tables import Base, Benchmark, Instance, LanguageModel
+from app.tables import Base, Benchmark, Detector, Instance, LanguageModel, Score
 
 
 def _counts(factory: sessionmaker[Session]) -> dict[str, int]:
@@ -57,9 +57,22 @@ def test_demo_imports_bundled_data_idempotently(
         with path.open(newline="", encoding="utf-8") as fh:
             rows += sum(1 for _ in csv.DictReader(fh))
     assert per_bench["truth"] == rows
+    assert per_bench["mmlu-redux"] == 2900
     before = _counts(factory)
     assert before["judgments"] == 4 * 2 * 350
-    assert before["scores"] == 3 * 350
+    with transaction(factory) as session:
+        scores = dict(
+            session.execute(
+                select(Detector.kind, func.count(Score.id))
+                .join(Score, Score.detector_id == Detector.id)
+                .group_by(Detector.kind)
+            ).all()
+        )
+        default = session.scalar(select(Benchmark).where(Benchmark.name == "mmlu-redux"))
+    # Three reward models on JudgeBench; four label-error rankers on MMLU-Redux.
+    assert scores == {"reward_model": 3 * 350, "ranker": 4 * 2900}
+    assert default is not None and default.details["rankers"]["default"] == "weighted-consensus"
+    assert before["predictions"] == 2900 * 14 - 29  # 29 answers are empty in the CSVs
     with transaction(factory) as session:
         (model,) = session.scalars(select(LanguageModel))
     assert (model.name, model.n_layers) == ("smollm2", 30)
