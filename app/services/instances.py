@@ -23,7 +23,7 @@ from app.services.instance_filter import (
     plan_for_one_page,
     resolve_filter,
 )
-from app.services.payload_fields import SLICE_FIELDS, TEXT_FIELDS
+from app.services.payload_fields import SHOWN_APART, SLICE_FIELDS, TEXT_FIELDS
 from app.services.resolution import fold, latest_events
 from app.tables import Detector, Instance, Judgment, LabelEvent, Order, Score
 
@@ -149,8 +149,8 @@ def text_fields(kind: str, payload: dict[str, Any]) -> list[tuple[str, str]]:
 
 def other_fields(kind: str, payload: dict[str, Any]) -> list[tuple[str, str]]:
     """``(field, text)`` of a payload's fields other than the long texts, slice fields first."""
-    long = set(TEXT_FIELDS.get(kind, ()))
-    rest = sorted((f for f in payload if f not in long), key=lambda f: (f not in SLICE_FIELDS, f))
+    apart = {*TEXT_FIELDS.get(kind, ()), *SHOWN_APART.get(kind, ())}
+    rest = sorted((f for f in payload if f not in apart), key=lambda f: (f not in SLICE_FIELDS, f))
     return [(f, _as_text(payload[f])) for f in rest]
 
 

@@ -39,6 +39,9 @@ TEXT_FIELDS: dict[str, tuple[str, ...]] = {
     "answer": ("question",),
 }
 
+# Structured fields a kind's pages show in their own way (a choice item's lettered options).
+SHOWN_APART: dict[str, tuple[str, ...]] = {"choice": ("options",)}
+
 # The field whose opening words identify a row in the instance table.
 PREVIEW_FIELD: dict[str, str] = {
     "pairwise": "prompt",

@@ -159,7 +159,11 @@ def _combined(
         return None
     groups = np.asarray(inputs.matrix.groups, dtype=object)[ok]
     rows = label_errors.RankerFeatures(features.names, features.values[trained])
-    result = label_errors.combine_rankers(rows, train[trained].astype(int), groups[trained])
+    try:
+        result = label_errors.combine_rankers(rows, train[trained].astype(int), groups[trained])
+    except ValueError as exc:
+        # Too few groups (subjects) for grouped folds, or a class confined to one group.
+        raise InvalidInput(f"cannot cross-validate on {inputs.train_label!r}: {exc}") from None
     scores = np.full(ok.sum(), np.nan)
     scores[trained] = result.oof
     return _scatter(ok, scores)
@@ -273,9 +277,12 @@ def compute_rankers(inputs: RankInputs, names: Sequence[str] | None = None) -> R
         elif ranker.needs_local and inputs.local is None:
             reason = "no model answered with option probabilities"
         if reason is None:
-            scores = ranker.compute(inputs, done)
+            try:
+                scores = ranker.compute(inputs, done)
+            except InvalidInput as exc:
+                scores, reason = None, exc.message
             if scores is None:
-                reason = f"needs label set {inputs.train_label!r} with both classes"
+                reason = reason or f"needs label set {inputs.train_label!r} with both classes"
             else:
                 done[ranker.name] = scores
         if ranker.name not in wanted:
