@@ -68,6 +68,12 @@ def probabilities(p: ArrayLike, n: int, name: str = "p") -> NDArray[np.float64]:
     return out
 
 
+def labelled_scores(y: ArrayLike, p: ArrayLike) -> tuple[NDArray[np.bool_], NDArray[np.float64]]:
+    """Return binary labels ``y`` and their finite scores ``p``, both of shape (n,)."""
+    labels_ = labels(y)
+    return labels_, scores(p, labels_.size)
+
+
 def is_probability(p: NDArray[np.float64]) -> bool:
     """Whether every value of a finite float array lies in [0, 1]."""
     return bool(p.size == 0 or (p.min() >= 0.0 and p.max() <= 1.0))

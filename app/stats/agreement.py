@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -36,6 +36,14 @@ __all__ = [
 _MISSING = -1
 
 _Statistic = Callable[[NDArray[np.float64]], NDArray[np.float64]]
+
+
+class Resampling(TypedDict, total=False):
+    """Keyword options of the bootstrapped statistics, each optional (see ``_bootstrap``)."""
+
+    resamples: int
+    seed: int
+    level: float
 
 
 @dataclass(frozen=True)
@@ -380,9 +388,9 @@ def _bootstrap(
     statistic: _Statistic,
     reference: str,
     *,
-    resamples: int,
-    seed: int,
-    level: float,
+    resamples: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
 ) -> AgreementEstimate:
     """Point value and percentile interval of ``statistic`` over resamples of rows or groups."""
     resamples = _validate.resample_count(resamples)
@@ -424,10 +432,7 @@ def bootstrap_kappa(
     a: ArrayLike,
     b: ArrayLike,
     groups: ArrayLike | None = None,
-    *,
-    resamples: int = 2000,
-    seed: int = 0,
-    level: float = 0.95,
+    **resampling: Unpack[Resampling],
 ) -> AgreementEstimate:
     """Cohen's kappa with a bootstrap percentile interval.
 
@@ -439,12 +444,12 @@ def bootstrap_kappa(
     groups : array-like, shape (n,), optional
         Group key of each item (e.g. the question behind several items). When given, whole
         groups are resampled, as in ``app.stats.bootstrap.group_bootstrap``; otherwise items.
-    resamples : int
-        Number of resamples B (0 gives the point value only).
-    seed : int
-        Root seed; the same seed and data give the same interval.
-    level : float
-        Interval coverage, strictly between 0 and 1.
+    resamples : int, default 2000
+        Number of resamples B (0 gives the point value only); keyword only.
+    seed : int, default 0
+        Root seed; the same seed and data give the same interval; keyword only.
+    level : float, default 0.95
+        Interval coverage, strictly between 0 and 1; keyword only.
 
     Returns
     -------
@@ -460,18 +465,13 @@ def bootstrap_kappa(
 
     """
     rows, kept = _kappa_rows(a, b, None)
-    return _bootstrap(
-        rows, kept, groups, _kappa_from, "a", resamples=resamples, seed=seed, level=level
-    )
+    return _bootstrap(rows, kept, groups, _kappa_from, "a", **resampling)
 
 
 def bootstrap_alpha(
     ratings: Sequence[Sequence[str | None]],
     groups: ArrayLike | None = None,
-    *,
-    resamples: int = 2000,
-    seed: int = 0,
-    level: float = 0.95,
+    **resampling: Unpack[Resampling],
 ) -> AgreementEstimate:
     """Krippendorff's nominal alpha with a bootstrap percentile interval.
 
@@ -482,12 +482,12 @@ def bootstrap_alpha(
         before resampling.
     groups : array-like, shape (n_items,), optional
         Group key of each item; when given, whole groups are resampled, otherwise units.
-    resamples : int
-        Number of resamples B (0 gives the point value only).
-    seed : int
-        Root seed; the same seed and data give the same interval.
-    level : float
-        Interval coverage, strictly between 0 and 1.
+    resamples : int, default 2000
+        Number of resamples B (0 gives the point value only); keyword only.
+    seed : int, default 0
+        Root seed; the same seed and data give the same interval; keyword only.
+    level : float, default 0.95
+        Interval coverage, strictly between 0 and 1; keyword only.
 
     Returns
     -------
@@ -503,6 +503,4 @@ def bootstrap_alpha(
 
     """
     rows, kept = _alpha_rows(ratings)
-    return _bootstrap(
-        rows, kept, groups, _alpha_from, "ratings", resamples=resamples, seed=seed, level=level
-    )
+    return _bootstrap(rows, kept, groups, _alpha_from, "ratings", **resampling)

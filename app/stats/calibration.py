@@ -48,8 +48,7 @@ def roc_curve_points(y: ArrayLike, p: ArrayLike) -> dict[str, list[Any]] | None:
         On invalid inputs (see ``app.stats.metrics.auroc``).
 
     """
-    labels = _validate.labels(y)
-    scores = _validate.scores(p, labels.size)
+    labels, scores = _validate.labelled_scores(y, p)
     if labels.all() or not labels.any():
         return None
     fpr, tpr, thresholds = roc_curve(labels, scores)
@@ -79,8 +78,7 @@ def pr_curve_points(y: ArrayLike, p: ArrayLike) -> dict[str, list[float]] | None
         On invalid inputs.
 
     """
-    labels = _validate.labels(y)
-    scores = _validate.scores(p, labels.size)
+    labels, scores = _validate.labelled_scores(y, p)
     if not labels.any():
         return None
     precision, recall, thresholds = precision_recall_curve(labels, scores)
@@ -172,8 +170,7 @@ def score_histograms(
         On invalid inputs, ``bins < 1``, or an invalid range.
 
     """
-    labels = _validate.labels(y)
-    scores = _validate.scores(p, labels.size)
+    labels, scores = _validate.labelled_scores(y, p)
     if isinstance(bins, bool) or int(bins) != bins or bins < 1:
         raise ValueError(f"bins must be a positive integer, got {bins!r}")
     if value_range is None:

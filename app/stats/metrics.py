@@ -34,6 +34,13 @@ def _unit_weights(n: int) -> np.ndarray:
     return np.ones((1, n), dtype=np.int64)
 
 
+def _rank_metrics(y: ArrayLike, p: ArrayLike) -> tuple[float | None, float | None]:
+    # AUROC and AUPRC come from one pass of the rank kernel over a single all-ones resample.
+    labels, scores = _validate.labelled_scores(y, p)
+    roc, pr = _kernels.weighted_rank_metrics(labels, scores, _unit_weights(labels.size))
+    return _defined(roc[0]), _defined(pr[0])
+
+
 def prevalence(y: ArrayLike) -> float:
     """Fraction of positive labels.
 
@@ -80,10 +87,7 @@ def auroc(y: ArrayLike, p: ArrayLike) -> float | None:
         On empty, non-binary or non-finite inputs or unequal shapes.
 
     """
-    labels = _validate.labels(y)
-    scores = _validate.scores(p, labels.size)
-    value, _ = _kernels.weighted_rank_metrics(labels, scores, _unit_weights(labels.size))
-    return _defined(value[0])
+    return _rank_metrics(y, p)[0]
 
 
 def auprc(y: ArrayLike, p: ArrayLike) -> float | None:
@@ -112,10 +116,7 @@ def auprc(y: ArrayLike, p: ArrayLike) -> float | None:
         On empty, non-binary or non-finite inputs or unequal shapes.
 
     """
-    labels = _validate.labels(y)
-    scores = _validate.scores(p, labels.size)
-    _, value = _kernels.weighted_rank_metrics(labels, scores, _unit_weights(labels.size))
-    return _defined(value[0])
+    return _rank_metrics(y, p)[1]
 
 
 def brier(y: ArrayLike, p: ArrayLike) -> float:
@@ -169,8 +170,7 @@ def accuracy(y: ArrayLike, p: ArrayLike, threshold: float = 0.5) -> float:
         On empty, non-binary or non-finite inputs, unequal shapes, or a non-finite threshold.
 
     """
-    labels = _validate.labels(y)
-    scores = _validate.scores(p, labels.size)
+    labels, scores = _validate.labelled_scores(y, p)
     cut = _threshold(threshold)
     return float(np.mean((scores >= cut) == labels))
 
@@ -202,8 +202,7 @@ def choice_matched_auroc(y: ArrayLike, p: ArrayLike, choice: ArrayLike) -> float
         On empty, non-binary or non-finite inputs, unequal shapes, or missing strata.
 
     """
-    labels = _validate.labels(y)
-    scores = _validate.scores(p, labels.size)
+    labels, scores = _validate.labelled_scores(y, p)
     strata, n_strata = _validate.keys(choice, labels.size, "choice")
     value = _kernels.weighted_choice_matched_auroc(
         labels, scores, strata, n_strata, _unit_weights(labels.size)

@@ -75,8 +75,7 @@ def summarise(
         On invalid inputs.
 
     """
-    labels = _validate.labels(y)
-    scores = _validate.scores(p, labels.size)
+    labels, scores = _validate.labelled_scores(y, p)
     metrics = applicable(REPORTED, scores, strata=choice is not None)
     result = group_bootstrap(
         labels,
