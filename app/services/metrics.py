@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from sqlalchemy.orm import Session
 
@@ -20,7 +20,6 @@ from app.services.comparisons import comparisons, default_pairs
 from app.services.judge_summary import judge_summaries_of
 from app.services.labelled_items import (
     LabelledItems,
-    LabelMode,
     detector_scores,
     get_detector,
     load_labelled,
@@ -31,7 +30,9 @@ from app.services.metrics_query import (
     METRICS_CACHE,
     MetricsData,
     MetricsQuery,
+    QueryOptions,
     load_metrics_data,
+    metrics_query,
 )
 
 # The readers and names callers have imported from here since before the split.
@@ -61,18 +62,14 @@ def metric_rows(
     label: str = "reference",
     detectors: Sequence[str] | None = None,
     *,
-    slice_field: str | None = None,
-    positive: str | None = None,
-    resamples: int = 2000,
-    seed: int = 0,
     cache: VersionedCache | None = METRICS_CACHE,
-    labels: LabelMode = "original",
-    k: int = 2,
+    **options: Unpack[QueryOptions],
 ) -> tuple[BinaryTarget, list[MetricRow]]:
     """Metric rows of detectors on a benchmark against a label set, with group-bootstrap CIs.
 
     See :func:`app.services.metric_matrix.matrix_rows` for the rows and
-    :class:`~app.services.metrics_query.MetricsQuery` for the parameters (``detectors``
+    :func:`~app.services.metrics_query.metrics_query` for the parameters (``options`` are
+    ``slice_field``, ``positive``, ``resamples``, ``seed``, ``labels`` and ``k``; ``detectors``
     default to every detector with scores on the benchmark); ``cache`` memoises each
     detector's rows (``None`` disables it).
 
@@ -89,10 +86,7 @@ def metric_rows(
         Label set not binary, bad slice field, resamples, seed, labels or k.
 
     """
-    query = MetricsQuery(
-        benchmark, label, labels, k, positive, tuple(detectors or ()), slice_field, resamples, seed
-    )
-    data = load_metrics_data(session, query)
+    data = load_metrics_data(session, metrics_query(benchmark, label, detectors, **options))
     return data.target, matrix_rows(data, cache)
 
 
@@ -145,23 +139,15 @@ def metrics_report(
     benchmark: str,
     label: str = "reference",
     detectors: Sequence[str] | None = None,
-    *,
-    slice_field: str | None = None,
-    positive: str | None = None,
-    resamples: int = 2000,
-    seed: int = 0,
-    labels: LabelMode = "original",
-    k: int = 2,
+    **options: Unpack[QueryOptions],
 ) -> dict[str, Any]:
     """:func:`report_of` the request these parameters describe (CLI and tests).
 
-    ``labels`` and ``k`` choose the original or the resolved labels (see
-    :func:`~app.services.labelled_items.load_labelled`) for every part of the report alike.
+    The parameters are those of :func:`metric_rows`; ``labels`` and ``k`` choose the original
+    or the resolved labels (see :func:`~app.services.labelled_items.load_labelled`) for every
+    part of the report alike.
     """
-    query = MetricsQuery(
-        benchmark, label, labels, k, positive, tuple(detectors or ()), slice_field, resamples, seed
-    )
-    return report_for(session, query)
+    return report_for(session, metrics_query(benchmark, label, detectors, **options))
 
 
 def report_for(session: Session, query: MetricsQuery) -> dict[str, Any]:

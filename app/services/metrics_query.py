@@ -6,9 +6,10 @@ A metrics page, API call or CLI command builds one :class:`MetricsQuery` and loa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import TypedDict, Unpack
 
 import numpy as np
 from numpy.typing import NDArray
@@ -34,7 +35,15 @@ from app.services.resolution import check_k
 from app.stats import _validate
 from app.tables import Benchmark, Detector
 
-__all__ = ["METRICS_CACHE", "MetricsData", "MetricsQuery", "Sample", "load_metrics_data"]
+__all__ = [
+    "METRICS_CACHE",
+    "MetricsData",
+    "MetricsQuery",
+    "QueryOptions",
+    "Sample",
+    "load_metrics_data",
+    "metrics_query",
+]
 
 METRICS_CACHE = VersionedCache(maxsize=512)
 """Process-wide memo of metric rows and comparisons, keyed on the benchmark's ``data_version``."""
@@ -89,6 +98,27 @@ class MetricsQuery:
         object.__setattr__(self, "resamples", resamples)
         object.__setattr__(self, "seed", seed)
         object.__setattr__(self, "detectors", detectors)
+
+
+class QueryOptions(TypedDict, total=False):
+    """The optional fields of a :class:`MetricsQuery` as keyword arguments (its defaults)."""
+
+    slice_field: str | None
+    positive: str | None
+    resamples: int
+    seed: int
+    labels: LabelMode
+    k: int
+
+
+def metrics_query(
+    benchmark: str,
+    label: str = "reference",
+    detectors: Sequence[str] | None = None,
+    **options: Unpack[QueryOptions],
+) -> MetricsQuery:
+    """The query of loose parameters (``detectors`` a sequence; ``None`` or empty: all)."""
+    return MetricsQuery(benchmark, label, detectors=tuple(detectors or ()), **options)
 
 
 @dataclass(frozen=True)
