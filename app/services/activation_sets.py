@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.errors import Conflict, InvalidInput
-from app.services.lookup import get_one
+from app.services.lookup import added, get_one
 from app.tables import ActivationSet
 
 # The fields that define what an activation set's numbers mean: re-opening a set with other
@@ -87,20 +87,11 @@ def ensure_activation_set(
     activation_set = ActivationSet(
         name=name, model_id=model_id, instance_ids=[], details=details or {}, **spec
     )
-    session.add(activation_set)
-    session.flush()
-    return activation_set
+    return added(session, activation_set)
 
 
 def get_activation_set(session: Session, name: str) -> ActivationSet:
-    """The activation set called ``name``.
-
-    Raises
-    ------
-    NotFound
-        If there is none.
-
-    """
+    """The activation set called ``name`` (``NotFound`` if there is none)."""
     return get_one(session, ActivationSet, f"no activation set named {name!r}", name=name)
 
 

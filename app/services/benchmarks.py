@@ -11,14 +11,7 @@ from app.tables import Benchmark, BenchmarkKind
 
 
 def get_benchmark(session: Session, name: str) -> Benchmark:
-    """The benchmark called ``name``.
-
-    Raises
-    ------
-    NotFound
-        If no benchmark has that name.
-
-    """
+    """The benchmark called ``name`` (``NotFound`` if there is none)."""
     return get_one(session, Benchmark, f"no benchmark named {name!r}", name=name)
 
 

@@ -6,7 +6,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
-from app.services.lookup import get_one
+from app.services.lookup import added, get_one
 from app.tables import Comment, Instance
 
 MAX_COMMENT = 4000
@@ -30,9 +30,7 @@ def add_comment(session: Session, instance_id: int, author: str, body: str) -> C
         raise InvalidInput(f"the note is longer than {MAX_COMMENT} characters", field="body")
     get_one(session, Instance, f"no instance {instance_id}", id=instance_id)
     comment = Comment(instance_id=instance_id, author=author, body=text)
-    session.add(comment)
-    session.flush()
-    return comment
+    return added(session, comment)
 
 
 def thread(session: Session, instance_id: int) -> list[Comment]:

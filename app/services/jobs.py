@@ -17,7 +17,7 @@ from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.errors import Conflict, InvalidInput
-from app.services.lookup import get_one
+from app.services.lookup import added, get_one
 from app.tables import Job, JobStatus, utcnow
 
 ACTIVE = (JobStatus.queued.value, JobStatus.running.value)
@@ -47,20 +47,11 @@ def enqueue(session: Session, kind: str, params: dict[str, Any], *, max_attempts
     if max_attempts < 1:
         raise InvalidInput("max_attempts must be at least 1", field="max_attempts")
     job = Job(kind=kind, params=dict(params), max_attempts=max_attempts)
-    session.add(job)
-    session.flush()
-    return job
+    return added(session, job)
 
 
 def get_job(session: Session, job_id: int) -> Job:
-    """The job with ``job_id``.
-
-    Raises
-    ------
-    NotFound
-        If there is none.
-
-    """
+    """The job with ``job_id`` (``NotFound`` if there is none)."""
     return get_one(session, Job, f"no job {job_id}", id=job_id)
 
 

@@ -16,6 +16,7 @@ from sqlalchemy import ColumnElement, Select, and_, exists, func, insert, select
 from sqlalchemy.orm import Session, aliased
 from sqlalchemy.orm.util import AliasedClass
 
+from app.services.lookup import added
 from app.tables import Instance, LabelEvent, utcnow
 
 VOTE = "vote"
@@ -166,9 +167,7 @@ def append_label(
         reason=reason,
         tags=tags or [],
     )
-    session.add(event)
-    session.flush()
-    return event
+    return added(session, event)
 
 
 def _history_of(source: str, author: str) -> ColumnElement[bool]:

@@ -8,7 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.errors import Conflict
-from app.services.lookup import get_one
+from app.services.lookup import added, get_one
 from app.tables import LanguageModel
 
 
@@ -67,20 +67,11 @@ def register_language_model(
         d_model=d_model,
         details=details or {},
     )
-    session.add(model)
-    session.flush()
-    return model
+    return added(session, model)
 
 
 def get_language_model(session: Session, name: str) -> LanguageModel:
-    """The model registered as ``name``.
-
-    Raises
-    ------
-    NotFound
-        If no model has that name.
-
-    """
+    """The model registered as ``name`` (``NotFound`` if there is none)."""
     return get_one(session, LanguageModel, f"no language model named {name!r}", name=name)
 
 

@@ -1,7 +1,7 @@
-"""The one shape of "fetch this row by its name or id, or say it does not exist".
+"""The one shape of "fetch this row by its name or id, or say it does not exist", and of adding one.
 
 Every ``get_benchmark``/``get_job``/``get_user``-style function is a one-line call of
-:func:`get_one` with its own message.
+:func:`get_one` with its own message; a service that creates a row returns :func:`added`.
 """
 
 from __future__ import annotations
@@ -49,4 +49,11 @@ def get_one(session: Session, table: type[RowT], missing: str, /, **where: Any) 
         row = session.scalar(select(table).filter_by(**where))
     if row is None:
         raise NotFound(missing)
+    return row
+
+
+def added(session: Session, row: RowT) -> RowT:
+    """``row``, added to the session and flushed (so it has its id; the caller commits)."""
+    session.add(row)
+    session.flush()
     return row

@@ -18,7 +18,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.errors import Conflict, InvalidInput
-from app.services.lookup import get_one
+from app.services.lookup import added, get_one
 from app.tables import AuthToken, Role, TokenKind, User, as_utc, utcnow
 
 SESSION_TTL = timedelta(days=14)
@@ -93,9 +93,7 @@ def create_user(session: Session, name: str, role: str, password: str | None = N
         password_hash=hash_password(password) if password is not None else None,
         active=True,
     )
-    session.add(user)
-    session.flush()
-    return user
+    return added(session, user)
 
 
 def get_user(session: Session, name: str) -> User:
