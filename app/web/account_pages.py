@@ -9,7 +9,7 @@ from collections import deque
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from fastapi import APIRouter, Form, Request
+from fastapi import Form, Request
 from fastapi.responses import HTMLResponse, Response
 
 from app.db import transaction
@@ -27,9 +27,10 @@ from app.web.auth import (
 )
 from app.web.deps import StoreDep
 from app.web.responses import redirect_after_post
+from app.web.routers import page_router
 from app.web.templating import render
 
-router = APIRouter(include_in_schema=False)
+router = page_router()
 
 # Password guessing: after this many failures for one name within the window, that name is
 # refused (429) until the window has passed. Kept per process: with several server processes

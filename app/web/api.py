@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import Depends, Query
 
 from app.db import transaction
 from app.services.browse import MAX_PAGE_SIZE, InstancePage, benchmark_view
@@ -15,8 +15,9 @@ from app.services.instances import InstanceDetail, instance_detail
 from app.web.deps import ReadCache, StoreDep
 from app.web.filters import instance_filter
 from app.web.lane import Lane
+from app.web.routers import json_router
 
-router = APIRouter(prefix="/api", tags=["benchmarks"])
+router = json_router("benchmarks")
 
 Filter = Annotated[InstanceFilter, Depends(instance_filter)]
 

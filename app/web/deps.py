@@ -1,4 +1,4 @@
-"""Request dependencies: the opened store and the shared read cache.
+"""Request dependencies: the opened store and the shared read cache; shared parameter types.
 
 Both are ``async def``: FastAPI runs every plain ``def`` dependency in the thread pool, and
 these only read ``app.state``. Routes open their one transaction themselves, inside the
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Form, Request
 
 from app.services.cache import VersionedCache
 from app.store import Store
@@ -29,3 +29,5 @@ async def read_cache(request: Request) -> VersionedCache:
 
 StoreDep = Annotated[Store, Depends(get_store)]
 ReadCache = Annotated[VersionedCache, Depends(read_cache)]
+# A plain text field of a submitted form.
+FormText = Annotated[str, Form()]

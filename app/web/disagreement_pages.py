@@ -12,7 +12,7 @@ import csv
 import io
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from pydantic import BaseModel, Field, create_model
 from sqlalchemy.orm import Session
 from starlette.responses import HTMLResponse, Response
@@ -33,11 +33,12 @@ from app.services.disagreements import MODES, find_disagreements
 from app.services.facets import describe_benchmark
 from app.web.benchmark_params import default_label
 from app.web.deps import ReadCache, StoreDep
+from app.web.routers import json_router, page_router
 from app.web.templating import is_fragment_request, render
 from app.web.urls import disagreements_url
 
-router = APIRouter(include_in_schema=False)
-api_router = APIRouter(prefix="/api", tags=["disagreements"])
+router = page_router()
+api_router = json_router("disagreements")
 
 DEFAULT_LIMIT = 1000
 

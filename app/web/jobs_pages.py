@@ -2,25 +2,26 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Form, Request
+from fastapi import Form, Request
 from pydantic import BaseModel, Field
 from starlette.responses import HTMLResponse, Response
 
 from app.db import transaction
 from app.judging.params import JudgeParams, default_mode, enqueue_judge
-from app.judging.protocol import DEFAULT_SYSTEM, DEFAULT_TEMPLATE
 from app.services import jobs
 from app.services.benchmarks import get_benchmark
 from app.services.language_models import list_language_models
 from app.tables import Job
 from app.web.deps import StoreDep
 from app.web.responses import redirect_after_post
+from app.web.routers import json_router, page_router
 from app.web.templating import render
 
-router = APIRouter(include_in_schema=False)
-api_router = APIRouter(prefix="/api", tags=["jobs"])
+router = page_router()
+api_router = json_router("jobs")
 
 
 class JobOut(BaseModel):
@@ -43,6 +44,10 @@ class JobOut(BaseModel):
         return cls.model_validate(job, from_attributes=True)
 
 
+# The judge's defaults are JudgeParams' own, so the API, the form and the CLI cannot drift apart.
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(JudgeParams)}
+
+
 class JudgeRequest(BaseModel):
     """Body of ``POST /api/benchmarks/{name}/judge`` (see ``appellate judge --help``)."""
 
@@ -50,15 +55,15 @@ class JudgeRequest(BaseModel):
     mode: str | None = Field(None, description="generate or forced; default: the model's.")
     judge: str = ""
     orders: list[str] = Field(default_factory=lambda: ["AB", "BA"])
-    repeat_subset: int = 0
-    limit: int | None = None
-    max_new_tokens: int = 256
-    reasoning_tokens: int = 0
-    batch_size: int = 4
-    capture: bool = True
-    verify: int = 0
-    system: str = DEFAULT_SYSTEM
-    template: str = DEFAULT_TEMPLATE
+    repeat_subset: int = _DEFAULTS["repeat_subset"]
+    limit: int | None = _DEFAULTS["limit"]
+    max_new_tokens: int = _DEFAULTS["max_new_tokens"]
+    reasoning_tokens: int = _DEFAULTS["reasoning_tokens"]
+    batch_size: int = _DEFAULTS["batch_size"]
+    capture: bool = _DEFAULTS["capture"]
+    verify: int = _DEFAULTS["verify"]
+    system: str = _DEFAULTS["system"]
+    template: str = _DEFAULTS["template"]
 
 
 def _queue(store: StoreDep, name: str, body: JudgeRequest) -> Job:
@@ -124,13 +129,13 @@ def judge_submit(
     model: Annotated[str, Form()],
     mode: Annotated[str, Form()] = "",
     orders: Annotated[str, Form()] = "AB,BA",
-    repeat_subset: Annotated[int, Form(ge=0)] = 0,
-    limit: Annotated[int | None, Form(ge=1)] = None,
-    max_new_tokens: Annotated[int, Form(ge=1)] = 256,
-    reasoning_tokens: Annotated[int, Form(ge=0)] = 0,
-    batch_size: Annotated[int, Form(ge=1)] = 4,
-    verify: Annotated[int, Form(ge=0)] = 0,
-    template: Annotated[str, Form()] = DEFAULT_TEMPLATE,
+    repeat_subset: Annotated[int, Form(ge=0)] = _DEFAULTS["repeat_subset"],
+    limit: Annotated[int | None, Form(ge=1)] = _DEFAULTS["limit"],
+    max_new_tokens: Annotated[int, Form(ge=1)] = _DEFAULTS["max_new_tokens"],
+    reasoning_tokens: Annotated[int, Form(ge=0)] = _DEFAULTS["reasoning_tokens"],
+    batch_size: Annotated[int, Form(ge=1)] = _DEFAULTS["batch_size"],
+    verify: Annotated[int, Form(ge=0)] = _DEFAULTS["verify"],
+    template: Annotated[str, Form()] = _DEFAULTS["template"],
 ) -> Response:
     """Queue the judge job and go to its page."""
     body = JudgeRequest(

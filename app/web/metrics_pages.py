@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Depends, Query, Request
 from starlette.responses import HTMLResponse
 
 from app.db import transaction
@@ -28,11 +28,12 @@ from app.web.benchmark_params import DetectorParam, LabelParam, default_label, n
 from app.web.deps import ReadCache, StoreDep
 from app.web.filters import Blank
 from app.web.metrics_schema import MetricsReportModel
+from app.web.routers import json_router, page_router
 from app.web.templating import render
 from app.web.urls import benchmark_url
 
-router = APIRouter(include_in_schema=False)
-api_router = APIRouter(prefix="/api", tags=["metrics"])
+router = page_router()
+api_router = json_router("metrics")
 
 DEFAULT_RESAMPLES = 2000
 

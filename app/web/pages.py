@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Depends, Query, Request
 from starlette.responses import HTMLResponse
 
 from app.db import transaction
@@ -17,10 +17,11 @@ from app.store import Store
 from app.web.deps import ReadCache, StoreDep
 from app.web.filters import instance_filter
 from app.web.lane import Lane
+from app.web.routers import page_router
 from app.web.templating import is_fragment_request, render
 from app.web.urls import benchmark_url, instance_url
 
-router = APIRouter(include_in_schema=False)
+router = page_router()
 
 Filter = Annotated[InstanceFilter, Depends(instance_filter)]
 Page = Annotated[int, Query(ge=1, le=10_000_000, description="1-based page number.")]

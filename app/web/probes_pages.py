@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
-from fastapi import APIRouter, Form, Request
+from fastapi import Form, Request
 from markupsafe import Markup
+from sqlalchemy.orm import Session
 from starlette.responses import HTMLResponse, Response
 
 from app.db import transaction
@@ -22,12 +24,13 @@ from app.services.probe_requests import (
 )
 from app.services.probe_views import LayerCurve
 from app.tables import Job
-from app.web.deps import StoreDep
+from app.web.deps import FormText, StoreDep
 from app.web.responses import redirect_after_post
+from app.web.routers import page_router
 from app.web.svg_plots import layer_plot
 from app.web.templating import render
 
-router = APIRouter(include_in_schema=False)
+router = page_router()
 
 
 def _plot(curve: LayerCurve | None) -> Markup | None:
@@ -56,33 +59,33 @@ def probes_page(request: Request, store: StoreDep) -> HTMLResponse:
     return render(request, "probes.html", context)
 
 
-def _queued(request: Request, job: Job) -> Response:
+def _queue(request: Request, store: StoreDep, enqueue: Callable[[Session], Job]) -> Response:
+    """Queue a job in one transaction, then send the browser to its page."""
+    with transaction(store.write_factory) as session:
+        job = enqueue(session)
     return redirect_after_post(request, f"/jobs/{job.id}")
 
 
 @router.post("/probes/fit")
-def fit_flip(
-    request: Request,
-    store: StoreDep,
-    benchmark: Annotated[str, Form()],
-    judge: Annotated[str, Form()],
-) -> Response:
+def fit_flip(request: Request, store: StoreDep, benchmark: FormText, judge: FormText) -> Response:
     """Queue the flip probe of a judge on a benchmark (with baselines and a frozen copy)."""
     params = {"benchmark": benchmark, "judge": judge}
-    with transaction(store.write_factory) as session:
-        job = queue_probe_job(session, FIT_PROBE_JOB, params, benchmark=benchmark, detector=judge)
-    return _queued(request, job)
+    return _queue(
+        request,
+        store,
+        lambda s: queue_probe_job(s, FIT_PROBE_JOB, params, benchmark=benchmark, detector=judge),
+    )
 
 
 @router.post("/probes/fit-lie")
 def fit_lie(
     request: Request,
     store: StoreDep,
-    benchmark: Annotated[str, Form()],
-    model: Annotated[str, Form()],
+    benchmark: FormText,
+    model: FormText,
     name: Annotated[str, Form(min_length=1, max_length=200)],
-    variant: Annotated[str, Form()] = "lie",
-    layers: Annotated[str, Form()] = "",
+    variant: FormText = "lie",
+    layers: FormText = "",
 ) -> Response:
     """Queue a lie-detector probe fit (captures the training activations first)."""
     try:
@@ -91,28 +94,27 @@ def fit_lie(
         raise InvalidInput("comma-separated layer numbers", field="layers") from None
     spec = lie_extract_spec(variant, model, wanted)
     params = {"benchmark": benchmark, "name": name, "extract": spec}
-    with transaction(store.write_factory) as session:
-        job = queue_probe_job(session, FIT_LIE_PROBE_JOB, params, benchmark=benchmark, model=model)
-    return _queued(request, job)
+    return _queue(
+        request,
+        store,
+        lambda s: queue_probe_job(s, FIT_LIE_PROBE_JOB, params, benchmark=benchmark, model=model),
+    )
 
 
 @router.post("/probes/datasets")
-def build_datasets(request: Request, store: StoreDep, builder: Annotated[str, Form()]) -> Response:
+def build_datasets(request: Request, store: StoreDep, builder: FormText) -> Response:
     """Queue one of the lie-detector dataset builders (bundled data, default options)."""
-    with transaction(store.write_factory) as session:
-        job = queue_dataset_build(session, builder)
-    return _queued(request, job)
+    return _queue(request, store, lambda s: queue_dataset_build(s, builder))
 
 
 @router.post("/probes/apply")
 def apply_probe(
-    request: Request,
-    store: StoreDep,
-    probe: Annotated[str, Form()],
-    benchmark: Annotated[str, Form()],
+    request: Request, store: StoreDep, probe: FormText, benchmark: FormText
 ) -> Response:
     """Queue scoring a benchmark with a frozen probe."""
     params = {"probe": probe, "benchmark": benchmark}
-    with transaction(store.write_factory) as session:
-        job = queue_probe_job(session, APPLY_PROBE_JOB, params, benchmark=benchmark, detector=probe)
-    return _queued(request, job)
+    return _queue(
+        request,
+        store,
+        lambda s: queue_probe_job(s, APPLY_PROBE_JOB, params, benchmark=benchmark, detector=probe),
+    )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Depends, Query, Request
 from starlette.background import BackgroundTask
 from starlette.responses import FileResponse, HTMLResponse
 
@@ -34,10 +34,11 @@ from app.services.labels import label_names
 from app.store import Store
 from app.web.deps import StoreDep
 from app.web.filters import Blank
+from app.web.routers import page_router
 from app.web.templating import render
 from app.web.urls import path_segment
 
-router = APIRouter(include_in_schema=False)
+router = page_router()
 
 DEFAULT_RESAMPLES = 1000
 MEDIA_TYPES = {

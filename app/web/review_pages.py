@@ -8,9 +8,9 @@ write says that the item changed without saying how.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Form, Request
+from fastapi import Depends, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from pydantic import BaseModel, Field
 
@@ -31,11 +31,12 @@ from app.tables import Role
 from app.web.auth import Annotator, RequireReviewer, Reviewer
 from app.web.deps import StoreDep
 from app.web.responses import redirect_after_post
+from app.web.routers import json_router, page_router
 from app.web.templating import render
 from app.web.urls import instance_url
 
-router = APIRouter(include_in_schema=False)
-api_router = APIRouter(prefix="/api", tags=["review"])
+router = page_router()
+api_router = json_router("review")
 
 
 def _names(raw: str) -> list[str]:
@@ -393,15 +394,15 @@ def api_item(queue_id: int, instance_id: int, store: StoreDep, principal: Annota
     return _item_state(store, queue_id, instance_id, principal)
 
 
-_WRITE_RESPONSES = {409: {"model": StaleState, "description": "The item changed meanwhile."}}
+# Both writes answer 201 with the new event, or 409 with the item's current state.
+_WRITE_ROUTE: dict[str, Any] = {
+    "status_code": 201,
+    "response_model": Written,
+    "responses": {409: {"model": StaleState, "description": "The item changed meanwhile."}},
+}
 
 
-@api_router.post(
-    "/queues/{queue_id}/votes",
-    status_code=201,
-    response_model=Written,
-    responses=_WRITE_RESPONSES,
-)
+@api_router.post("/queues/{queue_id}/votes", **_WRITE_ROUTE)
 def api_vote(
     queue_id: int, body: ReviewWrite, store: StoreDep, principal: Annotator
 ) -> Written | JSONResponse:
@@ -409,12 +410,7 @@ def api_vote(
     return _api_write(store, queue_id, body, principal, VOTE)
 
 
-@api_router.post(
-    "/queues/{queue_id}/adjudications",
-    status_code=201,
-    response_model=Written,
-    responses=_WRITE_RESPONSES,
-)
+@api_router.post("/queues/{queue_id}/adjudications", **_WRITE_ROUTE)
 def api_adjudicate(
     queue_id: int, body: ReviewWrite, store: StoreDep, principal: Reviewer
 ) -> Written | JSONResponse:

@@ -61,6 +61,19 @@ def csrf_field(context: Any) -> Markup:
     return Markup('<input type="hidden" name="csrf_token" value="{}">').format(escape(token))
 
 
+# Functions templates call, under their own names.
+_HELPERS = (
+    urls.benchmark_url,
+    urls.instance_url,
+    urls.api_instances_url,
+    urls.metrics_url,
+    urls.disagreements_url,
+    fmt_ci,
+    query_string,
+    csrf_field,
+)
+
+
 def make_templates(directory: Path = TEMPLATES_DIR) -> Jinja2Templates:
     """The template set, with autoescaping forced on for every template (never ``|safe``)."""
     env = Environment(
@@ -74,19 +87,9 @@ def make_templates(directory: Path = TEMPLATES_DIR) -> Jinja2Templates:
     env.filters["segment"] = urls.path_segment
     env.filters.update(cells.FILTERS)
     env.globals.update(cells.GLOBALS)
-    env.globals.update(
-        benchmark_url=urls.benchmark_url,
-        instance_url=urls.instance_url,
-        api_instances_url=urls.api_instances_url,
-        metrics_url=urls.metrics_url,
-        disagreements_url=urls.disagreements_url,
-        fmt_ci=fmt_ci,
-        query_string=query_string,
-        csrf_field=csrf_field,
-        # The metric registry's columns, for every metric table (matrix, queue, report).
-        matrix_metrics=MATRIX_METRICS,
-        headline_metrics=HEADLINE_METRICS,
-    )
+    env.globals.update({helper.__name__: helper for helper in _HELPERS})
+    # The metric registry's columns, for every metric table (matrix, queue, report).
+    env.globals.update(matrix_metrics=MATRIX_METRICS, headline_metrics=HEADLINE_METRICS)
     return Jinja2Templates(env=env)
 
 
