@@ -132,6 +132,10 @@ def version_key(bench: Benchmark) -> tuple[int, int, str]:
     return (bench.id, bench.data_version, bench.created_at.isoformat())
 
 
+# The summary's fields that are the benchmark row's own columns.
+_BENCHMARK_COLUMNS = ("name", "kind", "description", "source", "licence", "data_version")
+
+
 def benchmark_facets(
     session: Session, bench: Benchmark, cache: VersionedCache | None = None
 ) -> BenchmarkFacets:
@@ -224,12 +228,7 @@ def _compute_facets(session: Session, bench: Benchmark) -> BenchmarkFacets:
     ]
     slices = _slices(session, bench.id, n_instances)
     summary = BenchmarkSummary(
-        name=bench.name,
-        kind=bench.kind,
-        description=bench.description,
-        source=bench.source,
-        licence=bench.licence,
-        data_version=bench.data_version,
+        **{name: getattr(bench, name) for name in _BENCHMARK_COLUMNS},
         instances=n_instances,
         groups=n_groups,
         label_sets=len(label_sets),

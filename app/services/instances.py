@@ -188,6 +188,10 @@ _SCORES = (
 )
 
 
+# The detail's fields that are the instance row's own columns.
+_INSTANCE_COLUMNS = ("external_id", "group_key", "payload", "created_at")
+
+
 def instance_detail(
     session: Session,
     benchmark: str,
@@ -295,10 +299,7 @@ def instance_detail(
     return InstanceDetail(
         benchmark=bench.name,
         kind=bench.kind,
-        external_id=inst.external_id,
-        group_key=inst.group_key,
-        payload=inst.payload,
-        created_at=inst.created_at,
+        **{name: getattr(inst, name) for name in _INSTANCE_COLUMNS},
         labels=labels,
         judges=judges,
         scores=scores,

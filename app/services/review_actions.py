@@ -31,6 +31,10 @@ class NewQueue:
     assignees: Sequence[str] = ()
 
 
+# NewQueue's fields that create_queue takes under the same names.
+_QUEUE_SETTINGS = ("name", "source", "query", "overlap_k", "blind", "instructions", "assignees")
+
+
 def create_queue_from_source(session: Session, new: NewQueue, created_by: str) -> ReviewQueue:
     """Freeze the rows ``new.source`` and ``new.query`` select into a new queue.
 
@@ -48,15 +52,9 @@ def create_queue_from_source(session: Session, new: NewQueue, created_by: str) -
         session,
         bench,
         member_ids(session, bench, new.source, new.query),
-        name=new.name,
         label_name=new.label,
-        source=new.source,
-        query=new.query,
-        overlap_k=new.overlap_k,
-        blind=new.blind,
-        instructions=new.instructions,
         created_by=created_by,
-        assignees=new.assignees,
+        **{name: getattr(new, name) for name in _QUEUE_SETTINGS},
     )
 
 
