@@ -56,16 +56,17 @@ class Base(DeclarativeBase):
     type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JsonType, list[Any]: JsonType}
 
 
+# Members named as their values are enum.auto() (a StrEnum's auto value is the member's name).
 class BenchmarkKind(enum.StrEnum):
     """What one instance of a benchmark is."""
 
-    pairwise = "pairwise"
-    response = "response"
-    statement = "statement"
+    pairwise = enum.auto()
+    response = enum.auto()
+    statement = enum.auto()
     # A question with K options; the label is an option letter.
-    choice = "choice"
+    choice = enum.auto()
     # A question with a reference answer string; a grader decides whether an answer matches it.
-    answer = "answer"
+    answer = enum.auto()
 
 
 class Order(enum.StrEnum):
@@ -88,9 +89,9 @@ class Choice(enum.StrEnum):
 class Role(enum.StrEnum):
     """What a user may do; each role may do everything the ones below it may."""
 
-    annotator = "annotator"
-    reviewer = "reviewer"
-    admin = "admin"
+    annotator = enum.auto()
+    reviewer = enum.auto()
+    admin = enum.auto()
 
     @property
     def rank(self) -> int:
@@ -101,19 +102,19 @@ class Role(enum.StrEnum):
 class TokenKind(enum.StrEnum):
     """What a bearer secret stands for."""
 
-    session = "session"
-    api = "api"
-    signin = "signin"
+    session = enum.auto()
+    api = enum.auto()
+    signin = enum.auto()
 
 
 class JobStatus(enum.StrEnum):
     """Lifecycle of a job row."""
 
-    queued = "queued"
-    running = "running"
-    done = "done"
-    failed = "failed"
-    cancelled = "cancelled"
+    queued = enum.auto()
+    running = enum.auto()
+    done = enum.auto()
+    failed = enum.auto()
+    cancelled = enum.auto()
 
 
 def _enum_check(column: str, values: type[enum.StrEnum]) -> str:
