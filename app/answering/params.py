@@ -13,6 +13,7 @@ from app.ingest.choices import option_letters
 from app.services import jobs
 from app.services.benchmarks import get_benchmark
 from app.services.language_models import get_language_model
+from app.services.model_runs import RunDetector
 from app.tables import BenchmarkKind, Job
 
 ANSWER_CHOICES_JOB = "answer_choices"
@@ -64,6 +65,12 @@ class ChoiceParams:
     def as_dict(self) -> dict[str, Any]:
         """JSON-able job parameters."""
         return asdict(self)
+
+    def run_detector(self) -> RunDetector:
+        """The detector the run writes its predictions under."""
+        return RunDetector(
+            self.detector, "model", f"{self.model} answering by option-letter probabilities"
+        )
 
     def user_message(self, payload: dict[str, Any]) -> str:
         """The prompt of one item (its question, lettered options and subject)."""

@@ -16,9 +16,9 @@ from sqlalchemy.orm import Session
 from app.answering.params import ChoiceParams
 from app.errors import InvalidInput
 from app.ingest.bulk import bulk_insert, one_of
-from app.services.benchmarks import bump_data_version, get_benchmark
-from app.services.detectors import ensure_detector
-from app.tables import Benchmark, Instance, Prediction, utcnow
+from app.services.benchmarks import bump_data_version
+from app.services.model_runs import run_items
+from app.tables import Benchmark, Prediction, utcnow
 
 
 @dataclass(frozen=True)
@@ -61,22 +61,9 @@ def plan_choices(
         If an item lacks a question or a list of options.
 
     """
-    bench = get_benchmark(session, params.benchmark)
-    detector = ensure_detector(
-        session,
-        params.detector,
-        "model",
-        description=f"{params.model} answering by option-letter probabilities",
-        details=detector_details,
-    )
-    q = (
-        select(Instance.id, Instance.external_id, Instance.payload)
-        .where(Instance.benchmark_id == bench.id)
-        .order_by(Instance.id)
-        .limit(params.limit)
-    )
+    run = run_items(session, params, detector_details)
     items: list[ChoiceItem] = []
-    for instance_id, external_id, payload in session.execute(q):
+    for instance_id, external_id, payload in run.rows:
         options = payload.get("options")
         if not isinstance(payload.get("question"), str) or not isinstance(options, list):
             raise InvalidInput(
@@ -86,13 +73,13 @@ def plan_choices(
     done = set(
         session.scalars(
             select(Prediction.instance_id).where(
-                Prediction.detector_id == detector.id,
+                Prediction.detector_id == run.detector_id,
                 one_of(session, Prediction.instance_id, [i.instance_id for i in items]),
             )
         )
     )
     pending = [i for i in items if i.instance_id not in done]
-    return ChoicePlan(bench.id, detector.id, pending, len(items))
+    return ChoicePlan(run.benchmark_id, run.detector_id, pending, len(items))
 
 
 def write_answers(session: Session, plan: ChoicePlan, answers: Sequence[ChoiceAnswer]) -> int:

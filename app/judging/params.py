@@ -12,6 +12,7 @@ from app.judging.protocol import DEFAULT_SYSTEM, DEFAULT_TEMPLATE, JudgePrompt
 from app.services import jobs
 from app.services.benchmarks import get_benchmark
 from app.services.language_models import get_language_model
+from app.services.model_runs import RunDetector
 from app.tables import BenchmarkKind, Job, Order
 
 JUDGE_JOB = "judge"
@@ -88,6 +89,10 @@ class JudgeParams:
     def captures(self) -> bool:
         """Whether AB judgments keep activations (local models only)."""
         return self.capture and self.backend == "local" and Order.AB.value in self.orders
+
+    def run_detector(self) -> RunDetector:
+        """The judge detector the run writes its judgments under."""
+        return RunDetector(self.judge, "judge", f"{self.model} ({self.mode})")
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-able job parameters."""

@@ -16,9 +16,9 @@ from sqlalchemy.orm import Session
 from app.errors import InvalidInput
 from app.judging.params import JudgeParams
 from app.judging.protocol import identity
-from app.services.benchmarks import bump_data_version, get_benchmark
-from app.services.detectors import ensure_detector
+from app.services.benchmarks import bump_data_version
 from app.services.flips import recompute_flips
+from app.services.model_runs import run_items
 from app.tables import Benchmark, Instance, Judgment, Order
 
 
@@ -73,20 +73,9 @@ def plan_units(
         If a pair lacks its prompt or responses.
 
     """
-    bench = get_benchmark(session, params.benchmark)
-    detector = ensure_detector(
-        session,
-        params.judge,
-        "judge",
-        description=f"{params.model} ({params.mode})",
-        details=detector_details,
-    )
-    q = select(Instance.id, Instance.external_id, Instance.payload).where(
-        Instance.benchmark_id == bench.id
-    )
-    q = q.order_by(Instance.id).limit(params.limit)
+    run = run_items(session, params, detector_details)
     units: list[Unit] = []
-    for n, (instance_id, external_id, payload) in enumerate(session.execute(q)):
+    for n, (instance_id, external_id, payload) in enumerate(run.rows):
         texts = [payload.get(k) for k in ("prompt", "response_a", "response_b")]
         if not all(isinstance(t, str) for t in texts):
             raise InvalidInput(
@@ -100,13 +89,13 @@ def plan_units(
     done = set(
         session.execute(
             select(Judgment.instance_id, Judgment.order).where(
-                Judgment.detector_id == detector.id,
+                Judgment.detector_id == run.detector_id,
                 Judgment.instance_id.in_([u.instance_id for u in units]),
             )
         )
     )
     pending = [u for u in units if (u.instance_id, u.order) not in done]
-    return JudgePlan(bench.id, detector.id, pending, len(units))
+    return JudgePlan(run.benchmark_id, run.detector_id, pending, len(units))
 
 
 def write_results(
