@@ -13,12 +13,16 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy.orm import Session
 
 from app.services.activation_sets import ensure_activation_set, set_instance_order
 from app.tables import ActivationSet
+
+if TYPE_CHECKING:
+    from workers.models import ModelInfo
 
 ACTIVATIONS_DIR = "activations"
 STORAGE_DTYPES = ("float32", "float16")
@@ -189,6 +193,56 @@ def sync_instance_order(session: Session, data_dir: Path, activation_set: Activa
     ids = shard_files(data_dir, activation_set).done_ids()
     set_instance_order(session, activation_set, ids)
     return len(ids)
+
+
+@dataclass(frozen=True)
+class FillingSet:
+    """An activation set a job appends to batch by batch: its shard files, row id and name."""
+
+    files: ShardFiles
+    set_id: int
+    name: str
+    data_dir: Path
+
+    def sync(self, session: Session) -> int:
+        """Record the shards' row order in the set's row (after each appended batch)."""
+        row = session.get_one(ActivationSet, self.set_id)
+        return sync_instance_order(session, self.data_dir, row)
+
+
+def open_model_set(
+    session: Session,
+    data_dir: Path,
+    name: str,
+    *,
+    benchmark_id: int,
+    model: ModelInfo,
+    model_id: int,
+    layers: Sequence[int],
+    position_rule: str,
+    details: dict[str, object],
+) -> FillingSet:
+    """Open the set of a loaded model's states (new, or reopened to resume), its order synced.
+
+    Raises
+    ------
+    app.errors.Conflict
+        If the set exists with another spec (see :func:`open_activation_set`).
+
+    """
+    aset = open_activation_set(
+        session,
+        name,
+        benchmark_id=benchmark_id,
+        model_fingerprint=model.fingerprint,
+        layers=layers,
+        position_rule=position_rule,
+        d_model=model.d_model,
+        model_id=model_id,
+        details=details,
+    )
+    sync_instance_order(session, data_dir, aset)
+    return FillingSet(shard_files(data_dir, aset), aset.id, aset.name, Path(data_dir))
 
 
 def read_activation_set(data_dir: Path, activation_set: ActivationSet) -> ActivationArray:

@@ -16,10 +16,9 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from app.answering.params import ANSWER_PREFIX, ChoiceParams, activation_set_name
-from app.answering.results import ChoiceAnswer, ChoiceItem, ChoicePlan, plan_choices, write_answers
+from app.answering.results import ChoiceAnswer, ChoiceItem, plan_choices, write_answers
 from app.ingest.choices import option_letters
-from app.tables import ActivationSet
-from workers.activations import ShardFiles, open_activation_set, shard_files, sync_instance_order
+from workers.activations import FillingSet, open_model_set
 from workers.capture import render_chat
 from workers.judge import judge_layers, last_position_forward, length_buckets
 from workers.judge_job import load_registered
@@ -106,30 +105,6 @@ class _Answerer:
         return answers, states
 
 
-def _open_set(
-    session: Session,
-    ctx: JobContext,
-    params: ChoiceParams,
-    answerer: _Answerer,
-    plan: ChoicePlan,
-    model_id: int,
-) -> ActivationSet:
-    info = answerer.loaded.info
-    aset = open_activation_set(
-        session,
-        activation_set_name(params),
-        benchmark_id=plan.benchmark_id,
-        model_fingerprint=info.fingerprint,
-        layers=answerer.layers or [],
-        position_rule=POSITION_RULE,
-        d_model=info.d_model,
-        model_id=model_id,
-        details={"detector": params.detector, "template": params.template},
-    )
-    sync_instance_order(session, ctx.store.settings.data_dir, aset)
-    return aset
-
-
 def run_answer_choices(ctx: JobContext) -> dict[str, Any]:
     """Handler of ``answer_choices`` jobs: see the module docstring."""
     params = ChoiceParams(**ctx.params)
@@ -144,31 +119,41 @@ def run_answer_choices(ctx: JobContext) -> dict[str, Any]:
     plan = ctx.commit(lambda s: plan_choices(s, params, details))
     k_max = max([i.n_options for i in plan.pending], default=2)
     answerer = _Answerer(loaded, params, k_max)
-    files: ShardFiles | None = None
-    set_id = None
+    data_dir = ctx.store.settings.data_dir
+    states: FillingSet | None = None
     if answerer.layers:
-        aset = ctx.commit(lambda s: _open_set(s, ctx, params, answerer, plan, model_row["id"]))
-        files, set_id = shard_files(ctx.store.settings.data_dir, aset), aset.id
+        states = ctx.commit(
+            lambda s: open_model_set(
+                s,
+                data_dir,
+                activation_set_name(params),
+                benchmark_id=plan.benchmark_id,
+                model=loaded.info,
+                model_id=model_row["id"],
+                layers=answerer.layers,
+                position_rule=POSITION_RULE,
+                details={"detector": params.detector, "template": params.template},
+            )
+        )
     done = plan.total - len(plan.pending)
     ctx.progress(done, plan.total)
     prompts = [answerer.ids(item) for item in plan.pending]
     for batch in length_buckets([len(p) for p in prompts], params.batch_size):
         ctx.check()
         items = [plan.pending[i] for i in batch]
-        answers, states = answerer.answer(items, [prompts[i] for i in batch])
-        if files is not None and states is not None:
-            files.append([i.instance_id for i in items], states)
+        answers, values = answerer.answer(items, [prompts[i] for i in batch])
+        if states is not None and values is not None:
+            states.files.append([i.instance_id for i in items], values)
         done += len(items)
 
         def write(session: Session, answers: list[ChoiceAnswer] = answers) -> None:
             write_answers(session, plan, answers)
-            if set_id is not None:
-                aset = session.get_one(ActivationSet, set_id)
-                sync_instance_order(session, ctx.store.settings.data_dir, aset)
+            if states is not None:
+                states.sync(session)
 
         ctx.commit(write, done=done, total=plan.total)
     result: dict[str, Any] = {"detector": params.detector, "items": plan.total}
-    if files is not None:
-        result["activation_set"] = activation_set_name(params)
+    if states is not None:
+        result["activation_set"] = states.name
         result["layers"] = answerer.layers
     return result

@@ -17,8 +17,8 @@ from app.errors import InvalidInput
 from app.services import jobs
 from app.services.benchmarks import get_benchmark
 from app.services.language_models import get_language_model
-from app.tables import ActivationSet, Instance, Job
-from workers.activations import open_activation_set, shard_files, sync_instance_order
+from app.tables import Instance, Job
+from workers.activations import FillingSet, open_model_set
 from workers.capture import (
     BeforeMarker,
     EndOfTurn,
@@ -138,27 +138,26 @@ def capture_benchmark(ctx: JobContext, params: ExtractParams) -> dict[str, Any]:
     layers = params.layers or judge_layers(loaded.info.n_layers)
     rule = position_rule(params, loaded)
 
-    def plan(session: Session) -> tuple[ActivationSet, list[tuple[int, str, dict[str, Any]]]]:
+    def plan(session: Session) -> tuple[FillingSet, list[tuple[int, str, dict[str, Any]]]]:
         bench = get_benchmark(session, params.benchmark)
-        aset = open_activation_set(
+        states = open_model_set(
             session,
+            ctx.store.settings.data_dir,
             params.name,
             benchmark_id=bench.id,
-            model_fingerprint=loaded.info.fingerprint,
+            model=loaded.info,
+            model_id=model_row["id"],
             layers=layers,
             position_rule=rule.describe(),
-            d_model=loaded.info.d_model,
-            model_id=model_row["id"],
             details={"format": params.format, "position": params.position},
         )
-        sync_instance_order(session, ctx.store.settings.data_dir, aset)
         q = select(Instance.id, Instance.external_id, Instance.payload).where(
             Instance.benchmark_id == bench.id
         )
-        return aset, list(session.execute(q.order_by(Instance.id).limit(params.limit)))
+        return states, list(session.execute(q.order_by(Instance.id).limit(params.limit)))
 
-    aset, rows = ctx.commit(plan)
-    files = shard_files(ctx.store.settings.data_dir, aset)
+    states, rows = ctx.commit(plan)
+    files = states.files
     stored = set(files.done_ids())
     pending = [(i, e, p) for i, e, p in rows if i not in stored]
     total, done = len(rows), len(rows) - len(pending)
@@ -176,15 +175,9 @@ def capture_benchmark(ctx: JobContext, params: ExtractParams) -> dict[str, Any]:
         ctx.check()
         files.append([pending[int(i)][0] for i in items], values)
         done += len(items)
-        ctx.commit(
-            lambda s: sync_instance_order(
-                s, ctx.store.settings.data_dir, s.get_one(ActivationSet, aset.id)
-            ),
-            done=done,
-            total=total,
-        )
+        ctx.commit(states.sync, done=done, total=total)
     return {
-        "activation_set": aset.name,
+        "activation_set": states.name,
         "items": total,
         "layers": layers,
         "position_rule": rule.describe(),

@@ -24,8 +24,8 @@ from app.judging.results import (
     write_results,
 )
 from app.services.language_models import get_language_model
-from app.tables import ActivationSet, Judgment, LanguageModel, Order
-from workers.activations import ShardFiles, open_activation_set, shard_files, sync_instance_order
+from app.tables import Judgment, LanguageModel, Order
+from workers.activations import FillingSet, ShardFiles, open_model_set
 from workers.capture import render_chat
 from workers.judge import (
     JudgeOutput,
@@ -183,43 +183,30 @@ def activation_set_name(params: JudgeParams) -> str:
     return f"judge:{params.judge}:{params.benchmark}"
 
 
-def _open_set(
-    session: Session, ctx: JobContext, params: JudgeParams, engine: LocalEngine, plan: JudgePlan
-) -> ActivationSet:
-    info = engine.loaded.info
-    aset = open_activation_set(
-        session,
-        activation_set_name(params),
-        benchmark_id=plan.benchmark_id,
-        model_fingerprint=info.fingerprint,
-        layers=engine.layers or [],
-        position_rule=POSITION_RULE,
-        d_model=info.d_model,
-        model_id=engine.model_row["id"],
-        details={"judge": params.judge, "mode": params.mode},
-    )
-    sync_instance_order(session, ctx.store.settings.data_dir, aset)
-    return aset
+def _store_ab_states(
+    files: ShardFiles, units: Sequence[Unit], outputs: Sequence[JudgeOutput]
+) -> set[int]:
+    """Append the AB states of a batch as a shard; the instance ids that have a state."""
+    keep = [
+        (u.instance_id, o.state)
+        for u, o in zip(units, outputs, strict=True)
+        if u.order == Order.AB.value and o.state is not None
+    ]
+    if keep:
+        files.append([i for i, _ in keep], np.stack([s for _, s in keep]))
+    return {i for i, _ in keep}
 
 
-@dataclass
-class _Capture:
-    """Where AB states go: the set's shard folder and name (absent when not capturing)."""
-
-    files: ShardFiles
-    set_id: int
-    name: str
-
-    def store(self, units: Sequence[Unit], outputs: Sequence[JudgeOutput]) -> set[int]:
-        """Append the AB states of a batch as a shard; the instance ids that have a state."""
-        keep = [
-            (u.instance_id, o.state)
-            for u, o in zip(units, outputs, strict=True)
-            if u.order == Order.AB.value and o.state is not None
-        ]
-        if keep:
-            self.files.append([i for i, _ in keep], np.stack([s for _, s in keep]))
-        return {i for i, _ in keep}
+# What a judgment row takes from the judge's output as it is.
+_OUTPUT_FIELDS = (
+    "raw_output",
+    "slot",
+    "confidence",
+    "error",
+    "label_logits",
+    "prompt_tokens",
+    "output_tokens",
+)
 
 
 def _results(
@@ -228,13 +215,7 @@ def _results(
     return [
         UnitResult(
             unit=u,
-            raw_output=o.raw_output,
-            slot=o.slot,
-            confidence=o.confidence,
-            error=o.error,
-            label_logits=o.label_logits,
-            prompt_tokens=o.prompt_tokens,
-            output_tokens=o.output_tokens,
+            **{name: getattr(o, name) for name in _OUTPUT_FIELDS},
             activation_ref=ref if u.order == Order.AB.value and u.instance_id in captured else None,
             details={"seconds": round(o.seconds, 4), **o.details},
         )
@@ -270,11 +251,21 @@ def run_judge_job(ctx: JobContext) -> dict[str, Any]:
     params = JudgeParams.from_dict(ctx.params)
     engine = make_engine(ctx, params)
     plan = ctx.commit(lambda s: plan_units(s, params, engine.describe()))
-    capture = None
+    capture: FillingSet | None = None
     if isinstance(engine, LocalEngine) and engine.layers:
-        aset = ctx.commit(lambda s: _open_set(s, ctx, params, engine, plan))
-        files = shard_files(ctx.store.settings.data_dir, aset)
-        capture = _Capture(files, aset.id, aset.name)
+        capture = ctx.commit(
+            lambda s: open_model_set(
+                s,
+                ctx.store.settings.data_dir,
+                activation_set_name(params),
+                benchmark_id=plan.benchmark_id,
+                model=engine.loaded.info,
+                model_id=engine.model_row["id"],
+                layers=engine.layers,
+                position_rule=POSITION_RULE,
+                details={"judge": params.judge, "mode": params.mode},
+            )
+        )
     done = plan.total - len(plan.pending)
     ctx.progress(done, plan.total)
     to_verify: dict[int, JudgeOutput] = {}
@@ -282,7 +273,7 @@ def run_judge_job(ctx: JobContext) -> dict[str, Any]:
         ctx.check()
         units = [plan.pending[i] for i in batch]
         outputs = engine.judge(units)
-        captured = capture.store(units, outputs) if capture else set()
+        captured = _store_ab_states(capture.files, units, outputs) if capture else set()
         results = _results(units, outputs, captured, capture.name if capture else None)
         for u, o in zip(units, outputs, strict=True):
             if u.order == Order.AB.value and len(to_verify) < params.verify and o.slot:
@@ -292,8 +283,7 @@ def run_judge_job(ctx: JobContext) -> dict[str, Any]:
         def write(session: Session, results: list[UnitResult] = results) -> None:
             write_results(session, plan, results, mode=params.mode)
             if capture:
-                aset = session.get_one(ActivationSet, capture.set_id)
-                sync_instance_order(session, ctx.store.settings.data_dir, aset)
+                capture.sync(session)
 
         ctx.commit(write, done=done, total=plan.total)
     result: dict[str, Any] = {"judge": params.judge, "mode": params.mode}
