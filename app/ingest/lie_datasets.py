@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Unpack
 
 from sqlalchemy.orm import Session
 
@@ -36,7 +37,7 @@ from app.ingest.readers import open_table
 from app.ingest.records import ImportSummary, Record, SourceFields
 from app.ingest.values import label_value
 from app.ingest.writer import record_import, write_records
-from app.services.benchmarks import ensure_benchmark
+from app.services.benchmarks import BenchmarkNotes, ensure_benchmark
 from app.tables import BenchmarkKind
 
 TRUTH_TOPICS = ("cities", "sp_en_trans", "element_symb")
@@ -104,10 +105,7 @@ def write_items(
     session: Session,
     benchmark: str,
     batches: Sequence[ItemBatch],
-    *,
-    description: str = "",
-    source: str = "",
-    licence: str = "",
+    **notes: Unpack[BenchmarkNotes],
 ) -> ImportSummary:
     """Write built records into the ``response`` benchmark ``benchmark`` (created if missing).
 
@@ -123,8 +121,8 @@ def write_items(
         Target benchmark name; an existing one must be of kind ``response``.
     batches
         The records to write, one batch per source.
-    description, source, licence
-        Notes stored when the benchmark is created.
+    **notes
+        ``description``, ``source`` and ``licence``, stored when the benchmark is created.
 
     Returns
     -------
@@ -139,14 +137,7 @@ def write_items(
         When an item contradicts what the store holds, or the benchmark has another kind.
 
     """
-    target = ensure_benchmark(
-        session,
-        benchmark,
-        BenchmarkKind.response,
-        description=description,
-        source=source,
-        licence=licence,
-    )
+    target = ensure_benchmark(session, benchmark, BenchmarkKind.response, **notes)
     summary = ImportSummary()
     for batch in batches:
         counts = write_records(session, target, batch.name, batch.records, _FIELDS)

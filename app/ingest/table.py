@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from sqlalchemy.orm import Session
 
@@ -30,7 +30,7 @@ from app.ingest.values import (
     score_value,
 )
 from app.ingest.writer import DEFAULT_CHUNK_ROWS, record_import, write_records
-from app.services.benchmarks import ensure_benchmark
+from app.services.benchmarks import BenchmarkNotes, ensure_benchmark
 from app.services.detectors import ensure_detector
 from app.services.graders import parse_grader, set_grader
 from app.tables import BenchmarkKind
@@ -265,20 +265,17 @@ def import_spec(
     *,
     benchmark: str,
     importer: str,
-    description: str = "",
-    source: str = "",
-    licence: str = "",
     chunk_size: int = DEFAULT_CHUNK_ROWS,
+    **notes: Unpack[BenchmarkNotes],
 ) -> ImportSummary:
     """Import one table file according to ``spec`` (the core of the table and statement importers).
 
-    See :func:`import_table` for the behaviour; ``importer`` is recorded in the import record.
+    See :func:`import_table` for the behaviour; ``importer`` is recorded in the import record,
+    ``notes`` go to a benchmark this creates.
     """
     file = os.fspath(path)
     _check_spec(spec, file)
-    target = ensure_benchmark(
-        session, benchmark, spec.kind, description=description, source=source, licence=licence
-    )
+    target = ensure_benchmark(session, benchmark, spec.kind, **notes)
     if spec.grader is not None:
         set_grader(session, target, spec.grader)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypedDict, Unpack
+
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
@@ -15,14 +17,19 @@ def get_benchmark(session: Session, name: str) -> Benchmark:
     return get_one(session, Benchmark, f"no benchmark named {name!r}", name=name)
 
 
+class BenchmarkNotes(TypedDict, total=False):
+    """What a benchmark says about itself, as keyword arguments; each note defaults to empty."""
+
+    description: str
+    source: str
+    licence: str
+
+
+_NO_NOTES: BenchmarkNotes = {"description": "", "source": "", "licence": ""}
+
+
 def ensure_benchmark(
-    session: Session,
-    name: str,
-    kind: str,
-    *,
-    description: str = "",
-    source: str = "",
-    licence: str = "",
+    session: Session, name: str, kind: str, **notes: Unpack[BenchmarkNotes]
 ) -> Benchmark:
     """The benchmark called ``name``, created with the given notes if it does not exist yet.
 
@@ -34,8 +41,9 @@ def ensure_benchmark(
         Unique benchmark name.
     kind
         One of :class:`app.tables.BenchmarkKind`; must match an existing benchmark's kind.
-    description, source, licence
-        Notes stored only when the benchmark is created (an existing one keeps its own).
+    **notes
+        ``description``, ``source`` and ``licence``, stored only when the benchmark is created
+        (an existing one keeps its own).
 
     Raises
     ------
@@ -46,9 +54,7 @@ def ensure_benchmark(
     kind = BenchmarkKind(kind).value
     benchmark = session.scalar(select(Benchmark).where(Benchmark.name == name))
     if benchmark is None:
-        benchmark = Benchmark(
-            name=name, kind=kind, description=description, source=source, licence=licence
-        )
+        benchmark = Benchmark(name=name, kind=kind, **(_NO_NOTES | notes))
         session.add(benchmark)
         session.flush()
     elif benchmark.kind != kind:
