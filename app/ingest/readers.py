@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from app.errors import InvalidInput
+from app.ingest.json_paths import first_string_path
 
 # Whole-record problems (malformed JSON, ragged CSV row, empty file) have no single field.
 RECORD = "record"
@@ -283,22 +284,9 @@ def _csv_utf8_error(path: str | os.PathLike[str], name: str) -> InvalidInput:
     return InvalidInput("invalid UTF-8", file=name, field=RECORD)
 
 
-def _escaped_path(value: Any, path: str = "") -> str | None:
+def _escaped_path(value: Any) -> str | None:
     """The JSON path of the first string (key or value) that holds undecodable bytes."""
-    if isinstance(value, str):
-        return (path or RECORD) if _has_escaped_bytes(value) else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            key_path = f"{path}.{key}" if path else str(key)
-            if _has_escaped_bytes(str(key)):
-                return key_path
-            if found := _escaped_path(item, key_path):
-                return found
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            if found := _escaped_path(item, f"{path}[{i}]"):
-                return found
-    return None
+    return first_string_path(value, _has_escaped_bytes, "", keys=True, root=RECORD)
 
 
 def _jsonl_rows(fh: IO[bytes], name: str, required: Sequence[str]) -> Iterator[Row]:

@@ -9,6 +9,7 @@ import decimal
 import math
 from typing import Any
 
+from app.ingest.json_paths import first_string_path
 from app.services.flips import FLIP_PREFIX
 
 # Label sets with a fixed vocabulary; any other label set takes free text.
@@ -180,14 +181,4 @@ def find_nul(value: Any, path: str) -> str | None:
     """The path of the first string holding a NUL character, which PostgreSQL cannot store."""
     if type(value) is dict and all(type(v) is str and "\x00" not in v for v in value.values()):
         return None  # the common flat payload of strings, without recursion
-    if isinstance(value, str):
-        return path if "\x00" in value else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if found := find_nul(item, f"{path}.{key}" if path else str(key)):
-                return found
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            if found := find_nul(item, f"{path}[{i}]"):
-                return found
-    return None
+    return first_string_path(value, lambda text: "\x00" in text, path)
