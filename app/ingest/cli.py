@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from sqlalchemy.orm import Session
@@ -24,6 +24,29 @@ import_app = typer.Typer(
 BenchmarkOption = Annotated[
     str | None, typer.Option("--benchmark", "-b", help="Target benchmark name.")
 ]
+
+
+def _text(flag: str, help: str) -> Any:
+    """An optional text option (a column name, mostly) of ``appellate import table``."""
+    return Annotated[str | None, typer.Option(flag, help=help)]
+
+
+def _repeated(flag: str, help: str) -> Any:
+    """A repeatable ``NAME=COLUMN`` option of ``appellate import table``."""
+    return Annotated[list[str] | None, typer.Option(flag, help=help)]
+
+
+# The column mapping of `appellate import table`, one option each.
+MapOption = _repeated("--map", "FIELD=COLUMN payload mapping (repeatable).")
+GroupOption = _text("--group", "Group (question) column.")
+LabelsOption = _repeated("--label", "NAME=COLUMN label set (repeatable).")
+ScoresOption = _repeated("--score", "DETECTOR=COLUMN score (repeatable).")
+IdOption = _text("--id", "External id column (default: row number).")
+OptionsOption = _text("--options", "choice: column holding each item's list of options.")
+OptionOption = _repeated("--option", "choice: LETTER=COLUMN, one per option (repeatable).")
+ReferenceOption = _text("--reference", "Column of the reference (label set 'reference').")
+AnswersOption = _repeated("--answers", "MODEL=COLUMN of a model's answers (repeatable).")
+GraderOption = _text("--grader", "answer: exact | normalized | numeric[:TOL] | regex:PATTERN.")
 
 
 def _run(work: Callable[[Session], list[ImportSummary]]) -> None:
@@ -116,42 +139,17 @@ def table_command(
     kind: Annotated[
         str, typer.Option("--kind", help="pairwise | response | statement | choice | answer")
     ],
-    maps: Annotated[
-        list[str] | None, typer.Option("--map", help="FIELD=COLUMN payload mapping (repeatable).")
-    ] = None,
-    group: Annotated[str | None, typer.Option("--group", help="Group (question) column.")] = None,
-    labels: Annotated[
-        list[str] | None, typer.Option("--label", help="NAME=COLUMN label set (repeatable).")
-    ] = None,
-    scores: Annotated[
-        list[str] | None, typer.Option("--score", help="DETECTOR=COLUMN score (repeatable).")
-    ] = None,
-    id_column: Annotated[
-        str | None, typer.Option("--id", help="External id column (default: row number).")
-    ] = None,
+    maps: MapOption = None,
+    group: GroupOption = None,
+    labels: LabelsOption = None,
+    scores: ScoresOption = None,
+    id_column: IdOption = None,
     benchmark: BenchmarkOption = None,
-    options: Annotated[
-        str | None,
-        typer.Option("--options", help="choice: column holding each item's list of options."),
-    ] = None,
-    option: Annotated[
-        list[str] | None,
-        typer.Option("--option", help="choice: LETTER=COLUMN, one per option (repeatable)."),
-    ] = None,
-    reference: Annotated[
-        str | None,
-        typer.Option("--reference", help="Column of the reference (label set 'reference')."),
-    ] = None,
-    answers: Annotated[
-        list[str] | None,
-        typer.Option("--answers", help="MODEL=COLUMN of a model's answers (repeatable)."),
-    ] = None,
-    grader: Annotated[
-        str | None,
-        typer.Option(
-            "--grader", help="answer: exact | normalized | numeric[:TOL] | regex:PATTERN."
-        ),
-    ] = None,
+    options: OptionsOption = None,
+    option: OptionOption = None,
+    reference: ReferenceOption = None,
+    answers: AnswersOption = None,
+    grader: GraderOption = None,
 ) -> None:
     """Any CSV, JSONL or Parquet table through a column mapping."""
     mapping = _pairs(maps, "--map")

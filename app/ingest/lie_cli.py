@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from sqlalchemy.orm import Session
@@ -42,6 +42,17 @@ DataOption = Annotated[
 ]
 
 
+def _names_option(flag: str, known: tuple[str, ...]) -> Any:
+    """The type of a comma-separated option naming some of ``known`` (read by :func:`_names`)."""
+    return Annotated[str, typer.Option(flag, help="Comma-separated: " + ", ".join(known))]
+
+
+FormatsOption = _names_option("--formats", STATEMENT_FORMATS)
+SetsOption = _names_option("--sets", CONFOUNDER_SETS)
+ALL_FORMATS = ",".join(STATEMENT_FORMATS)
+ALL_SETS = ",".join(CONFOUNDER_SETS)
+
+
 def _run(work: Callable[[Session], list[ImportSummary]]) -> None:
     """One transaction around ``work``, then one summary line per benchmark written."""
     for summary in in_store(work):
@@ -63,9 +74,7 @@ def _names(value: str, known: tuple[str, ...] | None, option: str) -> list[str]:
 
 @lie_app.command("build-truth")
 def build_truth_command(
-    formats: Annotated[
-        str, typer.Option("--formats", help="Comma-separated: " + ", ".join(STATEMENT_FORMATS))
-    ] = ",".join(STATEMENT_FORMATS),
+    formats: FormatsOption = ALL_FORMATS,
     topics: Annotated[
         str,
         typer.Option(
@@ -88,9 +97,7 @@ def build_truth_command(
 
 @lie_app.command("build-confounders")
 def build_confounders_command(
-    sets: Annotated[
-        str, typer.Option("--sets", help="Comma-separated: " + ", ".join(CONFOUNDER_SETS))
-    ] = ",".join(CONFOUNDER_SETS),
+    sets: SetsOption = ALL_SETS,
     prefix: Annotated[
         str, typer.Option("--benchmark-prefix", help="Benchmark name = prefix + set.")
     ] = CONFOUNDER_PREFIX,
