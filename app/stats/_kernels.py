@@ -12,6 +12,11 @@ from numpy.typing import NDArray
 
 _INT32_LIMIT = np.iinfo(np.int32).max
 
+# The arrays every plan is built from: labels, scores and each item's unit (or stratum) code.
+Labels = NDArray[np.bool_]
+Scores = NDArray[np.float64]
+Codes = NDArray[np.intp]
+
 
 class RankSums(NamedTuple):
     """Per-resample sums from which AUROC and average precision follow, each of shape (c,)."""
@@ -47,9 +52,7 @@ class RankPlan:
 
     """
 
-    def __init__(
-        self, y: NDArray[np.bool_], p: NDArray[np.float64], units: NDArray[np.intp], n_units: int
-    ) -> None:
+    def __init__(self, y: Labels, p: Scores, units: Codes, n_units: int) -> None:
         order = np.argsort(p, kind="stable")
         ys, ps, us = y[order], p[order], units[order]
         pos_scores, neg_scores = ps[ys], ps[~ys]
@@ -210,13 +213,7 @@ class StratifiedRankPlan:
     """
 
     def __init__(
-        self,
-        y: NDArray[np.bool_],
-        p: NDArray[np.float64],
-        units: NDArray[np.intp],
-        n_units: int,
-        strata: NDArray[np.intp],
-        n_strata: int,
+        self, y: Labels, p: Scores, units: Codes, n_units: int, strata: Codes, n_strata: int
     ) -> None:
         self.plans: list[RankPlan] = []
         for s in range(n_strata):
@@ -284,14 +281,7 @@ class TopPlan:
 
     """
 
-    def __init__(
-        self,
-        y: NDArray[np.bool_],
-        p: NDArray[np.float64],
-        units: NDArray[np.intp],
-        n_units: int,
-        k_max: int,
-    ) -> None:
+    def __init__(self, y: Labels, p: Scores, units: Codes, n_units: int, k_max: int) -> None:
         order = np.argsort(-p, kind="stable")
         scores = p[order]
         starts = np.flatnonzero(np.r_[True, scores[1:] != scores[:-1]])
