@@ -247,8 +247,9 @@ class DisagreementMode(ABC):
     title: ClassVar[str]
     help: ClassVar[str]
     order: ClassVar[int]  # position in menus and help texts
-    detectors: ClassVar[DetectorSpec]
-    labels: ClassVar[LabelUse]
+    # Unless a mode says otherwise, it reads one scored detector and only shows the label set.
+    detectors: ClassVar[DetectorSpec] = DetectorSpec(DetectorKind.SCORED)
+    labels: ClassVar[LabelUse] = LabelUse.SHOWN
     params: ClassVar[tuple[Param, ...]] = ()
     # Benchmark kinds the mode lists items of (``None``: every kind).
     benchmark_kinds: ClassVar[tuple[str, ...] | None] = None

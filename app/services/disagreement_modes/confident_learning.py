@@ -25,7 +25,6 @@ class CleanlabMode(base.DisagreementMode):
         "other class clears that class's own threshold; ranked by self-confidence, lowest first."
     )
     order = 20
-    detectors = base.DetectorSpec(base.DetectorKind.SCORED)
     labels = base.LabelUse.BINARY
     params = (
         base.min_confidence_param("Further cut on P(other class); none by default.", default=None),

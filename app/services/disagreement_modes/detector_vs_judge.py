@@ -33,8 +33,6 @@ class DetectorVsJudgeMode(base.DisagreementMode):
         "shown first (a tie always differs; invalid verdicts are skipped); most confident first."
     )
     order = 50
-    detectors = base.DetectorSpec(base.DetectorKind.SCORED)
-    labels = base.LabelUse.SHOWN
     params = (
         base.min_confidence_param("Cut on the detector's confidence max(p, 1 - p)."),
         base.Param(

@@ -62,7 +62,6 @@ class JudgeOrdersMode(base.DisagreementMode):
     )
     order = 40
     detectors = base.DetectorSpec(base.DetectorKind.JUDGE)
-    labels = base.LabelUse.SHOWN
 
     def find(self, inp: base.ModeInput) -> list[base.Disagreement]:
         """The flips; a flip is striking when both orders were certain, hence the minimum."""

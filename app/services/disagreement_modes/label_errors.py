@@ -24,8 +24,6 @@ class LabelErrorsMode(base.DisagreementMode):
         "models gave each answer."
     )
     order = 70
-    detectors = base.DetectorSpec(base.DetectorKind.SCORED)
-    labels = base.LabelUse.SHOWN
     benchmark_kinds = ANSWER_KINDS
 
     def find(self, inp: base.ModeInput) -> list[base.Disagreement]:

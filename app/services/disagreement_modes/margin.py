@@ -19,8 +19,6 @@ class MarginMode(base.DisagreementMode):
     title = "Margin"
     help = "The detector is unsure: its score lies within the band around 0.5; closest first."
     order = 60
-    detectors = base.DetectorSpec(base.DetectorKind.SCORED)
-    labels = base.LabelUse.SHOWN
     params = (
         base.Param(
             "band",

@@ -23,7 +23,6 @@ class ThresholdMode(base.DisagreementMode):
         "most confident first."
     )
     order = 10
-    detectors = base.DetectorSpec(base.DetectorKind.SCORED)
     labels = base.LabelUse.BINARY
     params = (base.min_confidence_param("Cut on P(other class)."),)
 
