@@ -25,6 +25,24 @@ def _blank_to_none(value: Any) -> Any:
 Blank = BeforeValidator(_blank_to_none)
 
 
+def _optional(kind: Any, description: str) -> Any:
+    """An optional query parameter of ``kind`` for which a blank input means none."""
+    return Annotated[kind | None, Blank, Query(description=description)]
+
+
+JudgeParam = _optional(str, "Judge that `ab`, `ba` and `flip` refer to.")
+AbParam = _optional(Choice, "The judge's choice with A shown first.")
+BaParam = _optional(Choice, "The judge's choice with B shown first.")
+FlipParam = _optional(
+    FlipState,
+    "Whether the two orders chose different responses; `none`: the pair was not retained (an "
+    "order is invalid).",
+)
+ScoreDetectorParam = _optional(str, "Detector that the score range refers to.")
+ScoreMinParam = _optional(float, "Lowest score kept (inclusive).")
+ScoreMaxParam = _optional(float, "Highest score kept (inclusive).")
+
+
 async def instance_filter(
     q: Annotated[
         str, Query(description="Text in the external id, group or any payload field.")
@@ -40,32 +58,13 @@ async def instance_filter(
         list[str] | None,
         Query(description="Payload slice field value, `FIELD=VALUE` (repeatable)."),
     ] = None,
-    judge: Annotated[
-        str | None, Blank, Query(description="Judge that `ab`, `ba` and `flip` refer to.")
-    ] = None,
-    ab: Annotated[
-        Choice | None, Blank, Query(description="The judge's choice with A shown first.")
-    ] = None,
-    ba: Annotated[
-        Choice | None, Blank, Query(description="The judge's choice with B shown first.")
-    ] = None,
-    flip: Annotated[
-        FlipState | None,
-        Blank,
-        Query(
-            description="Whether the two orders chose different responses; `none`: "
-            "the pair was not retained (an order is invalid)."
-        ),
-    ] = None,
-    score_detector: Annotated[
-        str | None, Blank, Query(description="Detector that the score range refers to.")
-    ] = None,
-    score_min: Annotated[
-        float | None, Blank, Query(description="Lowest score kept (inclusive).")
-    ] = None,
-    score_max: Annotated[
-        float | None, Blank, Query(description="Highest score kept (inclusive).")
-    ] = None,
+    judge: JudgeParam = None,
+    ab: AbParam = None,
+    ba: BaParam = None,
+    flip: FlipParam = None,
+    score_detector: ScoreDetectorParam = None,
+    score_min: ScoreMinParam = None,
+    score_max: ScoreMaxParam = None,
 ) -> InstanceFilter:
     """Parse the table's query parameters into an unchecked :class:`InstanceFilter`.
 

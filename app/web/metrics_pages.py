@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, Query, Request
+from markupsafe import Markup
 from starlette.responses import HTMLResponse
 
 from app.db import transaction
@@ -99,6 +100,29 @@ def _curves(plot: list[Curve]) -> list[svg_plots.Series]:
     return [svg_plots.Series(c.detector, c.xs, c.ys) for c in plot]
 
 
+def _curve_plot(
+    kind: str,
+    title: str,
+    curves: list[Curve],
+    axes: tuple[str, str],
+    reference: tuple[tuple[float, float], tuple[float, float]] | None,
+    **options: Any,
+) -> Markup | None:
+    """One plot of every detector's ``curves`` (``None`` when no detector has them)."""
+    if not curves:
+        return None
+    x_label, y_label = axes
+    return svg_plots.curve_plot(
+        kind,
+        title,
+        _curves(curves),
+        x_label=x_label,
+        y_label=y_label,
+        reference=reference,
+        **options,
+    )
+
+
 def _draw(plots: MetricsPlots) -> dict[str, Any]:
     """The plot data as SVG, with the two class names.
 
@@ -107,28 +131,22 @@ def _draw(plots: MetricsPlots) -> dict[str, Any]:
     """
     base = plots.pr_baseline
     return {
-        "roc": svg_plots.curve_plot(
+        "roc": _curve_plot(
             "roc",
             "ROC curves",
-            _curves(plots.roc),
-            x_label="false positive rate",
-            y_label="true positive rate",
-            reference=((0.0, 0.0), (1.0, 1.0)),
-        )
-        if plots.roc
-        else None,
-        "pr": svg_plots.curve_plot(
+            plots.roc,
+            ("false positive rate", "true positive rate"),
+            ((0.0, 0.0), (1.0, 1.0)),
+        ),
+        # A random ranking's precision is the prevalence at every recall.
+        "pr": _curve_plot(
             "pr",
             "Precision-recall curves",
-            _curves(plots.pr),
-            x_label="recall",
-            y_label="precision",
-            # A random ranking's precision is the prevalence at every recall.
-            reference=((0.0, base), (1.0, base)) if base is not None else None,
+            plots.pr,
+            ("recall", "precision"),
+            ((0.0, base), (1.0, base)) if base is not None else None,
             legend_bottom=True,
-        )
-        if plots.pr
-        else None,
+        ),
         "reliability": svg_plots.reliability_plot("Reliability diagram", plots.reliability)
         if plots.reliability
         else None,
