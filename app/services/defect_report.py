@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.attributes import attributes
 from app.errors import InvalidInput, NotFound
 from app.services.benchmarks import get_benchmark
 from app.services.labelled_items import scored_detectors
@@ -183,11 +184,7 @@ def _label_set_counts(name: str, resolutions: Sequence[Resolution]) -> dict[str,
 
 def _change_dict(change: ChangeRow) -> dict[str, Any]:
     return {
-        "external_id": change.external_id,
-        "label": change.label,
-        "original": change.original,
-        "resolved": change.resolved,
-        "rule": change.rule,
+        **attributes(change, ("external_id", "label", "original", "resolved", "rule")),
         "authors": list(change.authors),
         "reasons": list(change.reasons),
         "tags": list(change.tags),

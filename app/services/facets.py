@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.attributes import attributes
 from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
 from app.services.labels import is_latest_original
@@ -228,7 +229,7 @@ def _compute_facets(session: Session, bench: Benchmark) -> BenchmarkFacets:
     ]
     slices = _slices(session, bench.id, n_instances)
     summary = BenchmarkSummary(
-        **{name: getattr(bench, name) for name in _BENCHMARK_COLUMNS},
+        **attributes(bench, _BENCHMARK_COLUMNS),
         instances=n_instances,
         groups=n_groups,
         label_sets=len(label_sets),

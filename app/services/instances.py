@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
+from app.attributes import attributes
 from app.errors import NotFound
 from app.services.answer_matrix import ANSWER_LABEL
 from app.services.benchmarks import get_benchmark
@@ -299,7 +300,7 @@ def instance_detail(
     return InstanceDetail(
         benchmark=bench.name,
         kind=bench.kind,
-        **{name: getattr(inst, name) for name in _INSTANCE_COLUMNS},
+        **attributes(inst, _INSTANCE_COLUMNS),
         labels=labels,
         judges=judges,
         scores=scores,

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.attributes import attributes
 from app.services.queues import standing_votes
 from app.stats.agreement import (
     AgreementEstimate,
@@ -26,12 +27,7 @@ __all__ = ["queue_agreement"]
 
 
 def _estimate(est: AgreementEstimate) -> dict[str, Any]:
-    return {
-        "value": est.value,
-        "ci": est.ci,
-        "n_items": est.n_items,
-        "valid_resamples": est.valid_resamples,
-    }
+    return attributes(est, ("value", "ci", "n_items", "valid_resamples"))
 
 
 def queue_agreement(

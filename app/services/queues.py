@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
+from app.attributes import attributes
 from app.errors import Conflict, InvalidInput, NotFound
 from app.services.answer_matrix import ANSWER_LABEL
 from app.services.benchmarks import bump_data_version
@@ -573,9 +574,6 @@ def queue_summary(queue: ReviewQueue) -> dict[str, Any]:
         "id": queue.id,
         "name": queue.name,
         "label": queue.label_name,
-        "source": queue.source,
-        "query": queue.query,
-        "overlap_k": queue.overlap_k,
-        "blind": queue.blind,
+        **attributes(queue, ("source", "query", "overlap_k", "blind")),
         "choices": list(queue.choices),
     }

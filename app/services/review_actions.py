@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
+from app.attributes import attributes
 from app.errors import InvalidInput
 from app.services import queues
 from app.services.benchmarks import get_benchmark
@@ -54,7 +55,7 @@ def create_queue_from_source(session: Session, new: NewQueue, created_by: str) -
         member_ids(session, bench, new.source, new.query),
         label_name=new.label,
         created_by=created_by,
-        **{name: getattr(new, name) for name in _QUEUE_SETTINGS},
+        **attributes(new, _QUEUE_SETTINGS),
     )
 
 
