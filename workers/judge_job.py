@@ -14,6 +14,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.attributes import attributes
 from app.judging.params import JudgeParams
 from app.judging.results import (
     JudgePlan,
@@ -215,7 +216,7 @@ def _results(
     return [
         UnitResult(
             unit=u,
-            **{name: getattr(o, name) for name in _OUTPUT_FIELDS},
+            **attributes(o, _OUTPUT_FIELDS),
             activation_ref=ref if u.order == Order.AB.value and u.instance_id in captured else None,
             details={"seconds": round(o.seconds, 4), **o.details},
         )
