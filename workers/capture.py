@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, Unpack
 
 import numpy as np
 
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 PaddingSide = Literal["left", "right"]
 OutputDtype = Literal["float32", "float16", "model"]
+DEFAULT_OUTPUT_DTYPE: OutputDtype = "float32"
 # Attribute paths of the decoder block list on a model's base, most common first.
 _BLOCK_PATHS = ("layers", "h", "blocks", "decoder.layers", "model.layers", "transformer.h")
 
@@ -454,7 +455,7 @@ def iter_capture(
     batch_size: int = 8,
     padding_side: PaddingSide = "right",
     pad_token_id: int | None = None,
-    output_dtype: OutputDtype = "float32",
+    output_dtype: OutputDtype = DEFAULT_OUTPUT_DTYPE,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Capture batch by batch (longest transcripts first), for progress and per-batch writes.
 
@@ -498,16 +499,19 @@ def iter_capture(
         model.train(was_training)
 
 
+class CaptureOptions(TypedDict):
+    """The keyword parameters of :func:`iter_capture`, passed on by :func:`capture`."""
+
+    positions: PositionRule
+    layers: Sequence[int]
+    batch_size: NotRequired[int]
+    padding_side: NotRequired[PaddingSide]
+    pad_token_id: NotRequired[int | None]
+    output_dtype: NotRequired[OutputDtype]
+
+
 def capture(
-    model: PreTrainedModel,
-    transcripts: Sequence[Sequence[int]],
-    *,
-    positions: PositionRule,
-    layers: Sequence[int],
-    batch_size: int = 8,
-    padding_side: PaddingSide = "right",
-    pad_token_id: int | None = None,
-    output_dtype: OutputDtype = "float32",
+    model: PreTrainedModel, transcripts: Sequence[Sequence[int]], **options: Unpack[CaptureOptions]
 ) -> np.ndarray:
     """Residual-stream vectors of every transcript at one position and the given layers.
 
@@ -555,17 +559,9 @@ def capture(
     """
     import torch
 
-    shape = (len(transcripts), len(layers), int(model.config.hidden_size))
-    out = np.empty(shape, dtype=_numpy_dtype(output_dtype, getattr(model, "dtype", torch.float32)))
-    for items, values in iter_capture(
-        model,
-        transcripts,
-        positions=positions,
-        layers=layers,
-        batch_size=batch_size,
-        padding_side=padding_side,
-        pad_token_id=pad_token_id,
-        output_dtype=output_dtype,
-    ):
+    shape = (len(transcripts), len(options["layers"]), int(model.config.hidden_size))
+    dtype = options.get("output_dtype", DEFAULT_OUTPUT_DTYPE)
+    out = np.empty(shape, dtype=_numpy_dtype(dtype, getattr(model, "dtype", torch.float32)))
+    for items, values in iter_capture(model, transcripts, **options):
         out[items] = values
     return out
