@@ -1,9 +1,10 @@
-"""Shared CLI parts: opening the store in one transaction, common options, number format."""
+"""Shared CLI parts: opening the store in one transaction, common options, output formats."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from sqlalchemy.orm import Session
@@ -17,6 +18,7 @@ T = TypeVar("T")
 
 LabelOption = Annotated[str, typer.Option("--label", "-l", help="Label set to compare with.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+JsonArrayOption = Annotated[bool, typer.Option("--json", help="One JSON array.")]
 PositiveOption = Annotated[
     str | None,
     typer.Option("--positive", help="Positive class (default: A for A/B sets, 1 for 1/0 sets)."),
@@ -39,3 +41,19 @@ def in_store(work: Callable[[Session], T]) -> T:
         raise typer.Exit(2) from None
     finally:
         store.close()
+
+
+def echo_rows(
+    rows: list[dict[str, Any]],
+    as_json: bool,
+    line: Callable[[dict[str, Any]], str],
+    empty: str | None = None,
+) -> None:
+    """Print ``rows`` as one JSON array, or one ``line(row)`` each (``empty`` if there are none)."""
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows and empty is not None:
+        typer.echo(empty)
+    for row in rows:
+        typer.echo(line(row))

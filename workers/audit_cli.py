@@ -8,15 +8,21 @@ import typer
 
 from app.answering.params import DEFAULT_TEMPLATE, ChoiceParams, enqueue_answer_choices
 from app.services.rankers import DEFAULT_TRAIN_LABEL, RANKERS, enqueue_rank_errors
-from workers.jobs_cli import DeviceOption, WaitOption, build, submit
+from workers.jobs_cli import (
+    DeviceOption,
+    WaitOption,
+    detector_name_option,
+    submit,
+    submit_options,
+)
+
+DetectorNameOption = detector_name_option("--detector", "MODEL/choice")
 
 
 def answer(
     benchmark: Annotated[str, typer.Argument(help="A choice benchmark.")],
     model: Annotated[str, typer.Option("--model", help="Registered local model.")],
-    detector: Annotated[
-        str, typer.Option("--detector", help="Detector name (default MODEL/choice).")
-    ] = "",
+    detector: DetectorNameOption = "",
     limit: Annotated[int | None, typer.Option("--limit", help="First N items only.")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size")] = 8,
     capture: Annotated[
@@ -32,21 +38,12 @@ def answer(
     ] = None,
     wait: WaitOption = False,
     device: DeviceOption = "auto",
+    *,
+    ctx: typer.Context,
 ) -> None:
     """Answer a choice benchmark with a local model: option probabilities and activations."""
     template = template_file.read() if template_file is not None else DEFAULT_TEMPLATE
-    params = build(
-        lambda: ChoiceParams(
-            benchmark=benchmark,
-            model=model,
-            detector=detector,
-            template=template,
-            batch_size=batch_size,
-            limit=limit,
-            capture=capture,
-        )
-    )
-    submit(lambda s: enqueue_answer_choices(s, params), wait, device)
+    submit_options(ctx, ChoiceParams, enqueue_answer_choices, template=template)
 
 
 def rank_errors(

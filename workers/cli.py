@@ -5,13 +5,13 @@ Importing this module stays cheap: torch and transformers load inside the comman
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
 
-from app.cli_support import in_store
+from app.attributes import attributes
+from app.cli_support import JsonArrayOption, echo_rows, in_store
 from app.services.language_models import list_language_models, register_language_model
 from app.settings import Settings
 from app.tables import LanguageModel
@@ -132,31 +132,20 @@ def serve_model(
 
 
 def _row(model: LanguageModel) -> dict[str, Any]:
-    return {
-        "name": model.name,
-        "path": model.path,
-        "fingerprint": model.fingerprint,
-        "dtype": model.dtype,
-        "n_layers": model.n_layers,
-        "d_model": model.d_model,
-        "details": model.details,
-    }
+    return attributes(
+        model, ("name", "path", "fingerprint", "dtype", "n_layers", "d_model", "details")
+    )
 
 
 @models_app.command("list")
-def list_models(
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON array.")] = False,
-) -> None:
+def list_models(as_json: JsonArrayOption = False) -> None:
     """Registered language models."""
-    rows = in_store(lambda s: [_row(m) for m in list_language_models(s)])
-    if as_json:
-        typer.echo(json.dumps(rows, indent=2))
-        return
-    if not rows:
-        typer.echo("no models registered (try: appellate models add-smollm2)")
-        return
-    for r in rows:
-        typer.echo(
+    echo_rows(
+        in_store(lambda s: [_row(m) for m in list_language_models(s)]),
+        as_json,
+        lambda r: (
             f"{r['name']:<20} {r['n_layers'] or '?':>3} blocks  d={r['d_model'] or '?':<5} "
             f"{r['dtype']:<9} {r['fingerprint'][:19]}  {r['path']}"
-        )
+        ),
+        empty="no models registered (try: appellate models add-smollm2)",
+    )

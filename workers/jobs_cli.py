@@ -6,18 +6,19 @@ the same claim, lease and handler as a worker), otherwise follows the worker's p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from sqlalchemy.orm import Session
 
-from app.cli_support import in_store
+from app.cli_support import echo_rows, in_store
 from app.db import transaction
 from app.errors import AppellateError
 from app.judging.params import JudgeParams, default_mode, enqueue_judge
@@ -26,6 +27,8 @@ from app.settings import Settings
 from app.store import Store
 from app.tables import Job
 from workers.extract_job import ExtractParams, enqueue_extract
+
+P = TypeVar("P")
 
 jobs_app = typer.Typer(no_args_is_help=True, help="List, follow, cancel and retry background jobs.")
 
@@ -128,11 +131,19 @@ WaitOption = Annotated[bool, typer.Option("--wait", help="Run or follow the job 
 DeviceOption = Annotated[str, typer.Option("--device", help="auto, cpu or cuda:N (--wait).")]
 
 
+def detector_name_option(flag: str, default: str) -> Any:
+    """The option naming the detector a run writes under (empty: ``default``)."""
+    return Annotated[str, typer.Option(flag, help=f"Detector name (default {default}).")]
+
+
+JudgeNameOption = detector_name_option("--judge", "MODEL/MODE")
+
+
 def _orders(text: str) -> list[str]:
     return [o.strip() for o in text.split(",") if o.strip()]
 
 
-def build(factory: Callable[[], Any]) -> Any:
+def build(factory: Callable[[], P]) -> P:
     """``factory()``; a domain error in the parameters becomes a usage error of the command."""
     try:
         return factory()
@@ -140,12 +151,28 @@ def build(factory: Callable[[], Any]) -> Any:
         raise typer.BadParameter(exc.message) from None
 
 
+def submit_options(
+    ctx: typer.Context,
+    params_type: type[P],
+    enqueue: Callable[[Session, P], Job],
+    **given: Any,
+) -> None:
+    """Queue the job whose parameters are the command's options of the same names.
+
+    ``params_type`` is a dataclass; ``given`` adds the parameters the command computes or
+    names differently (and overrides an option of the same name). ``--wait`` and ``--device``
+    are the command's own, as for :func:`submit`.
+    """
+    wanted = {f.name for f in dataclasses.fields(params_type)}  # type: ignore[arg-type]
+    options = {name: value for name, value in ctx.params.items() if name in wanted}
+    params = build(lambda: params_type(**(options | given)))
+    submit(lambda s: enqueue(s, params), ctx.params["wait"], ctx.params["device"])
+
+
 def judge(
     benchmark: Annotated[str, typer.Argument(help="A pairwise benchmark.")],
     model: Annotated[str, typer.Option("--model", help="Registered model (or remote model id).")],
-    judge_name: Annotated[
-        str, typer.Option("--judge", help="Detector name (default MODEL/MODE).")
-    ] = "",
+    judge_name: JudgeNameOption = "",
     orders: Annotated[str, typer.Option("--orders", help="AB, BA or AB,BA.")] = "AB,BA",
     repeat_subset: Annotated[
         int, typer.Option("--repeat-subset", help="Judge AB again on the first N pairs.")
@@ -180,6 +207,8 @@ def judge(
     ] = None,
     wait: WaitOption = False,
     device: DeviceOption = "auto",
+    *,
+    ctx: typer.Context,
 ) -> None:
     """Judge a pairwise benchmark in both orders with a local or remote model."""
     extra: dict[str, Any] = {}
@@ -187,26 +216,16 @@ def judge(
         mode = in_store(lambda s: default_mode(s, model, "remote" if base_url else "local"))
     if template_file is not None:
         extra["template"] = template_file.read()
-    params = build(
-        lambda: JudgeParams(
-            benchmark=benchmark,
-            model=model,
-            judge=judge_name,
-            backend="remote" if base_url else "local",
-            base_url=base_url,
-            orders=_orders(orders),
-            repeat_subset=repeat_subset,
-            limit=limit,
-            mode=mode,
-            max_new_tokens=max_new_tokens,
-            reasoning_tokens=reasoning_tokens,
-            batch_size=batch_size,
-            capture=capture,
-            verify=verify,
-            **extra,
-        )
+    submit_options(
+        ctx,
+        JudgeParams,
+        enqueue_judge,
+        judge=judge_name,
+        backend="remote" if base_url else "local",
+        orders=_orders(orders),
+        mode=mode,
+        **extra,
     )
-    submit(lambda s: enqueue_judge(s, params), wait, device)
 
 
 def extract(
@@ -228,25 +247,17 @@ def extract(
     limit: Annotated[int | None, typer.Option("--limit")] = None,
     wait: WaitOption = False,
     device: DeviceOption = "auto",
+    *,
+    ctx: typer.Context,
 ) -> None:
     """Capture residual activations of a benchmark's instances into an activation set."""
-    params = build(
-        lambda: ExtractParams(
-            benchmark=benchmark,
-            model=model,
-            name=name,
-            format=fmt,
-            text_field=text_field,
-            system_field=system_field,
-            user_field=user_field,
-            assistant_field=assistant_field,
-            position=position,
-            layers=[int(x) for x in layers.split(",")] if layers else None,
-            batch_size=batch_size,
-            limit=limit,
-        )
+    submit_options(
+        ctx,
+        ExtractParams,
+        enqueue_extract,
+        format=fmt,
+        layers=[int(x) for x in layers.split(",")] if layers else None,
     )
-    submit(lambda s: enqueue_extract(s, params), wait, device)
 
 
 def worker(
@@ -289,13 +300,16 @@ def list_jobs(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """The newest jobs."""
-    rows = in_store(lambda s: [job_row(j) for j in jobs.list_jobs(s, status=status)])
-    if as_json:
-        typer.echo(json.dumps(rows, indent=2))
-        return
-    for r in rows:
-        done, total = r["progress"]
-        typer.echo(f"{r['id']:>5} {r['kind']:<10} {r['status']:<10} {done}/{total or '?'}")
+    echo_rows(
+        in_store(lambda s: [job_row(j) for j in jobs.list_jobs(s, status=status)]),
+        as_json,
+        lambda r: f"{r['id']:>5} {r['kind']:<10} {r['status']:<10} {_progress(r['progress'])}",
+    )
+
+
+def _progress(progress: list[int | None]) -> str:
+    done, total = progress
+    return f"{done}/{total or '?'}"
 
 
 @jobs_app.command("show")

@@ -6,13 +6,12 @@ Fitting and applying run as jobs (``--wait`` runs or follows them, as for ``appe
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
-from sqlalchemy.orm import Session
 
-from app.cli_support import in_store
+from app.cli_support import JsonArrayOption, echo_rows, in_store
 from app.ingest.lie_cli import lie_app
 from app.services.lie_variants import LIE_VARIANTS, lie_extract_spec
 from app.services.probe_requests import (
@@ -22,15 +21,18 @@ from app.services.probe_requests import (
     queue_probe_job,
 )
 from app.services.probe_store import list_probes
-from app.tables import Job
-from workers.jobs_cli import submit
+from workers.jobs_cli import DeviceOption, WaitOption, submit
 from workers.probe_jobs import ApplyParams, FitFlipParams, FitLieParams
 
 probe_app = typer.Typer(no_args_is_help=True, help="Fit, apply and list probes.")
 probe_app.add_typer(lie_app, name="data")
 
-Wait = Annotated[bool, typer.Option("--wait", help="Run or follow the job to its end.")]
-Device = Annotated[str, typer.Option("--device", help="auto, cpu or cuda:N (--wait).")]
+
+def _submit_probe(
+    kind: str, make: Callable[[], Any], wait: bool, device: str, **named: str | None
+) -> None:
+    """Queue a probe job with the parameters ``make()`` builds, once what ``named`` exists."""
+    submit(lambda s: queue_probe_job(s, kind, make().__dict__, **named), wait, device)
 
 
 @probe_app.command("fit")
@@ -41,18 +43,18 @@ def fit(
         str | None, typer.Option("--activation-set", help="Default judge:JUDGE:BENCHMARK.")
     ] = None,
     seed: Annotated[int, typer.Option("--seed")] = 0,
-    wait: Wait = False,
-    device: Device = "auto",
+    wait: WaitOption = False,
+    device: DeviceOption = "auto",
 ) -> None:
     """Flip probe of a judge (nested grouped CV), its baselines, and a frozen copy for transfer."""
-
-    def enqueue(session: Session) -> Job:
-        params = FitFlipParams(benchmark, judge, activation_set, seed=seed)
-        return queue_probe_job(
-            session, FIT_PROBE_JOB, params.__dict__, benchmark=benchmark, detector=judge
-        )
-
-    submit(enqueue, wait, device)
+    _submit_probe(
+        FIT_PROBE_JOB,
+        lambda: FitFlipParams(benchmark, judge, activation_set, seed=seed),
+        wait,
+        device,
+        benchmark=benchmark,
+        detector=judge,
+    )
 
 
 @probe_app.command("fit-lie")
@@ -68,20 +70,17 @@ def fit_lie(
     ] = None,
     label: Annotated[str, typer.Option("--label")] = "truth",
     seed: Annotated[int, typer.Option("--seed")] = 0,
-    wait: Wait = False,
-    device: Device = "auto",
+    wait: WaitOption = False,
+    device: DeviceOption = "auto",
 ) -> None:
     """Lie-detector probe: layer = earliest with the best validation AUROC; frozen."""
     wanted = [int(x) for x in layers.split(",")] if layers else None
 
-    def enqueue(session: Session) -> Job:
+    def params() -> FitLieParams:
         spec = lie_extract_spec(variant, model, wanted)
-        params = FitLieParams(benchmark, name, spec, label=label, seed=seed)
-        return queue_probe_job(
-            session, FIT_LIE_PROBE_JOB, params.__dict__, benchmark=benchmark, model=model
-        )
+        return FitLieParams(benchmark, name, spec, label=label, seed=seed)
 
-    submit(enqueue, wait, device)
+    _submit_probe(FIT_LIE_PROBE_JOB, params, wait, device, benchmark=benchmark, model=model)
 
 
 @probe_app.command("apply")
@@ -92,17 +91,18 @@ def apply(
     text_field: Annotated[
         str | None, typer.Option("--text-field", help="Text probes: payload field to read.")
     ] = None,
-    wait: Wait = False,
-    device: Device = "auto",
+    wait: WaitOption = False,
+    device: DeviceOption = "auto",
 ) -> None:
     """Score a benchmark with a frozen probe: no fitting, no recalibration."""
     fields = {"text_field": text_field} if text_field else {}
-
-    def enqueue(session: Session) -> Job:
-        params = ApplyParams(probe, benchmark, activation_set, fields)
-        return queue_probe_job(session, APPLY_PROBE_JOB, params.__dict__, benchmark=benchmark)
-
-    submit(enqueue, wait, device)
+    _submit_probe(
+        APPLY_PROBE_JOB,
+        lambda: ApplyParams(probe, benchmark, activation_set, fields),
+        wait,
+        device,
+        benchmark=benchmark,
+    )
 
 
 def probe_row(detector: Any) -> dict[str, Any]:
@@ -110,22 +110,22 @@ def probe_row(detector: Any) -> dict[str, Any]:
     return {"name": detector.name, "kind": detector.kind, "details": detector.details or {}}
 
 
+def _probe_line(row: dict[str, Any]) -> str:
+    d = row["details"]
+    facts = [d.get("kind", ""), d.get("benchmark") or d.get("source_benchmark", "")]
+    if isinstance(d.get("oof_auroc"), float):
+        facts.append(f"out-of-fold AUROC {d['oof_auroc']:.3f}")
+    if d.get("layer") is not None:
+        facts.append(f"layer {d['layer']}, lambda {d.get('lambda')}")
+    return f"{row['name']:<44} {row['kind']:<9} " + "  ".join(str(f) for f in facts if f)
+
+
 @probe_app.command("list")
-def list_command(
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON array.")] = False,
-) -> None:
+def list_command(as_json: JsonArrayOption = False) -> None:
     """Probes and baselines with what they were fitted on."""
-    rows = in_store(lambda s: [probe_row(d) for d in list_probes(s)])
-    if as_json:
-        typer.echo(json.dumps(rows, indent=2))
-        return
-    if not rows:
-        typer.echo("no probes yet (try: appellate probe fit BENCHMARK --judge NAME --wait)")
-    for r in rows:
-        d = r["details"]
-        facts = [d.get("kind", ""), d.get("benchmark") or d.get("source_benchmark", "")]
-        if isinstance(d.get("oof_auroc"), float):
-            facts.append(f"out-of-fold AUROC {d['oof_auroc']:.3f}")
-        if d.get("layer") is not None:
-            facts.append(f"layer {d['layer']}, lambda {d.get('lambda')}")
-        typer.echo(f"{r['name']:<44} {r['kind']:<9} " + "  ".join(str(f) for f in facts if f))
+    echo_rows(
+        in_store(lambda s: [probe_row(d) for d in list_probes(s)]),
+        as_json,
+        _probe_line,
+        empty="no probes yet (try: appellate probe fit BENCHMARK --judge NAME --wait)",
+    )
