@@ -23,6 +23,7 @@ from app.services.labels import current_label_subquery
 from app.services.lookup import get_one
 from app.services.payload_fields import payload_text
 from app.services.resolution import check_k, resolved_values
+from app.services.scores import benchmark_scores
 from app.tables import Benchmark, Detector, Instance, Judgment, Order, Score
 
 __all__ = [
@@ -221,14 +222,9 @@ def detector_scores(
     ndarray of float64, shape (n_items,)
 
     """
-    q = (
-        select(Score.instance_id, Score.score)
-        .join(Instance, Instance.id == Score.instance_id)
-        .where(Score.detector_id == detector.id, Instance.benchmark_id == items.benchmark.id)
-    )
     out = np.full(items.instance_ids.size, np.nan)
     where = items.index()
-    for instance_id, score in session.execute(q):
+    for instance_id, score in session.execute(benchmark_scores(detector.id, items.benchmark.id)):
         row = where.get(instance_id)
         if row is not None:
             out[row] = score

@@ -1,15 +1,24 @@
-"""Detector scores written by jobs (probes, baselines): one score per detector and instance."""
+"""Detector scores: one per detector and instance; read by benchmark, replaced by jobs."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import Select, delete, select
 from sqlalchemy.orm import Session
 
 from app.services.benchmarks import bump_data_version
 from app.tables import Benchmark, Detector, Instance, Score
+
+
+def benchmark_scores(detector_id: int, benchmark_id: int) -> Select[tuple[int, float]]:
+    """The query of ``(instance id, score)`` of a detector's scores on a benchmark's instances."""
+    return (
+        select(Score.instance_id, Score.score)
+        .join(Instance, Instance.id == Score.instance_id)
+        .where(Score.detector_id == detector_id, Instance.benchmark_id == benchmark_id)
+    )
 
 
 def replace_scores(

@@ -13,7 +13,8 @@ from app.errors import InvalidInput
 from app.services.judge_summary import OrderedJudgment, judge_orders
 from app.services.labels import current_label_subquery
 from app.services.metrics import LabelledItems, detector_scores, get_detector
-from app.tables import Benchmark, Instance, Score
+from app.services.scores import benchmark_scores
+from app.tables import Benchmark, Instance
 
 __all__ = [
     "against_label",
@@ -73,12 +74,8 @@ def benchmark_probabilities(session: Session, bench: Benchmark, name: str) -> di
     Returns ``{instance_id: score}``; unscored instances and null scores are left out.
     """
     detector = get_detector(session, name)
-    q = (
-        select(Score.instance_id, Score.score)
-        .join(Instance, Instance.id == Score.instance_id)
-        .where(Score.detector_id == detector.id, Instance.benchmark_id == bench.id)
-    )
-    scores = {int(iid): float(score) for iid, score in session.execute(q) if score is not None}
+    rows = session.execute(benchmark_scores(detector.id, bench.id))
+    scores = {int(iid): float(score) for iid, score in rows if score is not None}
     check_probabilities(
         name, np.fromiter(scores.values(), dtype=np.float64, count=len(scores)), bench.name
     )
