@@ -8,21 +8,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.errors import Conflict, InvalidInput
-from app.services.lookup import added, get_one
+from app.errors import InvalidInput
+from app.services.lookup import ensure_named, get_one
 from app.tables import ActivationSet
-
-# The fields that define what an activation set's numbers mean: re-opening a set with other
-# values would mix incompatible rows in one array.
-_SPEC_FIELDS = (
-    "benchmark_id",
-    "model_fingerprint",
-    "path",
-    "layers",
-    "position_rule",
-    "dtype",
-    "d_model",
-)
 
 
 def ensure_activation_set(
@@ -69,6 +57,8 @@ def ensure_activation_set(
     """
     if path.startswith(("/", "\\")) or ".." in path.replace("\\", "/").split("/"):
         raise InvalidInput(f"activation path {path!r} must stay inside the data directory")
+    # The fields that define what the set's numbers mean: re-opening a set with other values
+    # would mix incompatible rows in one array.
     spec: dict[str, Any] = {
         "benchmark_id": benchmark_id,
         "model_fingerprint": model_fingerprint,
@@ -78,16 +68,14 @@ def ensure_activation_set(
         "dtype": dtype,
         "d_model": int(d_model),
     }
-    existing = session.scalar(select(ActivationSet).where(ActivationSet.name == name))
-    if existing is not None:
-        differing = [k for k in _SPEC_FIELDS if getattr(existing, k) != spec[k]]
-        if differing:
-            raise Conflict(f"activation set {name!r} exists with another {', '.join(differing)}")
-        return existing
-    activation_set = ActivationSet(
-        name=name, model_id=model_id, instance_ids=[], details=details or {}, **spec
+    return ensure_named(
+        session,
+        ActivationSet,
+        name,
+        spec,
+        {"model_id": model_id, "instance_ids": [], "details": details or {}},
+        lambda _, differing: f"activation set {name!r} exists with another {', '.join(differing)}",
     )
-    return added(session, activation_set)
 
 
 def get_activation_set(session: Session, name: str) -> ActivationSet:

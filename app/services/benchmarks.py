@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import TypedDict, Unpack
 
-from sqlalchemy import select, update
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from app.errors import Conflict
-from app.services.lookup import get_one
+from app.services.lookup import ensure_named, get_one
 from app.tables import Benchmark, BenchmarkKind
 
 
@@ -52,14 +51,14 @@ def ensure_benchmark(
 
     """
     kind = BenchmarkKind(kind).value
-    benchmark = session.scalar(select(Benchmark).where(Benchmark.name == name))
-    if benchmark is None:
-        benchmark = Benchmark(name=name, kind=kind, **(_NO_NOTES | notes))
-        session.add(benchmark)
-        session.flush()
-    elif benchmark.kind != kind:
-        raise Conflict(f"benchmark {name!r} holds {benchmark.kind} instances, not {kind}")
-    return benchmark
+    return ensure_named(
+        session,
+        Benchmark,
+        name,
+        {"kind": kind},
+        _NO_NOTES | notes,
+        lambda row, _: f"benchmark {name!r} holds {row.kind} instances, not {kind}",
+    )
 
 
 def bump_data_version(session: Session, benchmark: Benchmark) -> int:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.services.lookup import ensure_named
 from app.tables import Detector
 
 # model: a model's categorical answers (predictions); ranker: a label-error ranker's scores.
@@ -37,9 +37,5 @@ def ensure_detector(
     """
     if kind not in DETECTOR_KINDS:
         raise ValueError(f"unknown detector kind {kind!r}")
-    detector = session.scalar(select(Detector).where(Detector.name == name))
-    if detector is None:
-        detector = Detector(name=name, kind=kind, description=description, details=details or {})
-        session.add(detector)
-        session.flush()
-    return detector
+    new = {"kind": kind, "description": description, "details": details or {}}
+    return ensure_named(session, Detector, name, {}, new)

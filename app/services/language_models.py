@@ -7,8 +7,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.errors import Conflict
-from app.services.lookup import added, get_one
+from app.services.lookup import ensure_named, get_one
 from app.tables import LanguageModel
 
 
@@ -47,27 +46,22 @@ def register_language_model(
         If ``name`` is registered with another path, fingerprint or dtype.
 
     """
-    existing = session.scalar(select(LanguageModel).where(LanguageModel.name == name))
-    if existing is not None:
-        wanted = {"path": path, "fingerprint": fingerprint, "dtype": dtype}
-        differing = [k for k, v in wanted.items() if getattr(existing, k) != v]
-        if differing:
-            raise Conflict(
-                f"model {name!r} is already registered with another "
-                + ", ".join(f"{k} ({getattr(existing, k)!r})" for k in differing)
-            )
-        return existing
-    model = LanguageModel(
-        name=name,
-        path=path,
-        fingerprint=fingerprint,
-        dtype=dtype,
-        chat_template=chat_template,
-        n_layers=n_layers,
-        d_model=d_model,
-        details=details or {},
+    return ensure_named(
+        session,
+        LanguageModel,
+        name,
+        {"path": path, "fingerprint": fingerprint, "dtype": dtype},
+        {
+            "chat_template": chat_template,
+            "n_layers": n_layers,
+            "d_model": d_model,
+            "details": details or {},
+        },
+        lambda row, differing: (
+            f"model {name!r} is already registered with another "
+            + ", ".join(f"{k} ({getattr(row, k)!r})" for k in differing)
+        ),
     )
-    return added(session, model)
 
 
 def get_language_model(session: Session, name: str) -> LanguageModel:
