@@ -25,6 +25,7 @@ from app.ingest.table import import_table
 from app.metrics_cli import register
 from app.services.rankers import compute_rankers, rank_inputs, store_rankers
 from app.settings import Settings
+from app.stats.summary import paired_differences
 from app.tables import Detector, Instance, Score
 from tests.auth_support import api_client
 from tests.conftest import DATA
@@ -187,9 +188,23 @@ def test_rankers_against_the_experts_equal_sklearn_from_the_stored_scores(
     # the cut shared (0.33 when the tie is broken by file order).
     assert rows["ranker:consensus"]["auroc"] == pytest.approx(0.719, abs=5e-4)
     assert rows["ranker:consensus"]["precision_at_100"] == pytest.approx(0.317, abs=1e-3)
-    # Every other ranker is paired with consensus on shared resamples.
+    # Every other ranker is paired with consensus on shared resamples, exactly as a paired
+    # bootstrap of the two gives (the report reuses each ranker's own resamples).
     firsts = {c["first"] for c in report["comparisons"] if c["second"] == "ranker:consensus"}
     assert firsts == set(rows) - {"ranker:consensus"}
+    pair = next(c for c in report["comparisons"] if c["first"] == "ranker:cleanlab")
+    # In import order (subject files sorted, rows in order), as the report reads them.
+    items = [f"{p.stem}:{i}" for p in sorted(MMLU.glob("*.csv")) for i in range(1, 101)]
+    y = np.array([defects[i] for i in items])
+    direct = paired_differences(
+        y,
+        np.array([stored["ranker:cleanlab"][i] for i in items]),
+        np.array([stored["ranker:consensus"][i] for i in items]),
+        [i.split(":")[0] for i in items],
+        [m["metric"] for m in pair["metrics"]],
+        resamples=300,
+    )
+    assert pair["metrics"] == direct
 
 
 def test_the_metrics_page_of_a_choice_benchmark(

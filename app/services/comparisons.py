@@ -16,9 +16,9 @@ from app.services.detectors import RANKER_PREFIX
 from app.services.labelled_items import LabelMode, get_detector
 from app.services.metric_matrix import ranks_for_review
 from app.services.metrics_query import METRICS_CACHE, MetricsData, MetricsQuery, load_metrics_data
-from app.stats.bootstrap import group_bootstrap
+from app.stats.bootstrap import group_bootstrap, stack_results
 from app.stats.registry import INTERVAL, applicable
-from app.stats.summary import paired_differences
+from app.stats.summary import difference_rows, paired_differences
 from app.tables import Detector
 
 __all__ = ["comparisons", "comparisons_report", "default_pairs"]
@@ -61,6 +61,13 @@ def _compare(data: MetricsData, first: Detector, second: Detector) -> dict[str, 
     p1, p2 = sample.scores
     ranking = ranks_for_review(first) and ranks_for_review(second)
     metrics = applicable(INTERVAL, p1, p2, strata=sample.strata is not None, ranking=ranking)
+    names = [m.name for m in metrics]
+    one, two = data.bootstraps.get(first.id), data.bootstraps.get(second.id)
+    if one is not None and two is not None and one.n_items == two.n_items == sample.n:
+        # Both scored exactly these items, on the request's seed: the matrix's two bootstraps
+        # drew the same resamples, so the paired replicates are already at hand.
+        out["metrics"] = difference_rows(stack_results(one, two, names), names)
+        return out
     out["metrics"] = paired_differences(
         sample.y,
         p1,

@@ -223,11 +223,21 @@ def detector_scores(
 
     """
     out = np.full(items.instance_ids.size, np.nan)
-    where = items.index()
-    for instance_id, score in session.execute(benchmark_scores(detector.id, items.benchmark.id)):
-        row = where.get(instance_id)
-        if row is not None:
-            out[row] = score
+    if items.instance_ids.size == 0:
+        return out
+    result = session.connection().execute(benchmark_scores(detector.id, items.benchmark.id))
+    # Plain DBAPI tuples into one array: row objects cost as much as the read itself.
+    rows = result.cursor.fetchall() if result.cursor is not None else []
+    result.close()
+    if not rows:
+        return out
+    table = np.array(rows, dtype=np.float64)  # (n, 2); a null score becomes NaN
+    ids, scores = table[:, 0].astype(np.int64), table[:, 1]
+    # The items are in instance-id order: each scored id's row by binary search, no dict.
+    at = np.searchsorted(items.instance_ids, ids)
+    hit = at < items.instance_ids.size
+    hit[hit] = items.instance_ids[at[hit]] == ids[hit]
+    out[at[hit]] = scores[hit]
     return out
 
 

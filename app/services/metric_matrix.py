@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 from app.services.cache import VersionedCache
 from app.services.detectors import RANKER_KIND
 from app.services.metrics_query import METRICS_CACHE, MetricsData, Sample
-from app.stats.bootstrap import group_bootstrap, percentile_interval
+from app.stats.bootstrap import BootstrapResult, group_bootstrap, percentile_interval
 from app.stats.registry import INTERVAL, REPORTED, Metric, applicable
 from app.tables import Detector
 
@@ -82,6 +82,7 @@ class Cell:
 
     row: MetricRow
     replicates: dict[str, NDArray[np.float64]]
+    result: BootstrapResult | None = None
 
 
 def ranks_for_review(detector: Detector) -> bool:
@@ -126,7 +127,7 @@ def _evaluate(
             intervals[metric.name], valid[metric.name] = estimate.ci, estimate.valid
     row = MetricRow(name, slice_name, kind, sample.n, result.n_groups, values, intervals, valid)
     replicates = {m.name: result.replicates[m.name][0] for m in wanted if m.interval}
-    return Cell(row, replicates)
+    return Cell(row, replicates, result)
 
 
 def macro_row(
@@ -167,7 +168,10 @@ def slice_seed(seed: int, index: int) -> int:
 def _detector_rows(data: MetricsData, detector: Detector) -> tuple[MetricRow, ...]:
     resamples, seed = data.query.resamples, data.query.seed
     sample = data.sample(detector)
-    rows = [_evaluate(detector, None, "all", sample, resamples, seed).row]
+    every = _evaluate(detector, None, "all", sample, resamples, seed)
+    if every.result is not None:
+        data.bootstraps[detector.id] = every.result
+    rows = [every.row]
     if sample.slices is None or data.items.slices is None:
         return tuple(rows)
     cells = []

@@ -33,6 +33,7 @@ from app.services.labelled_items import (
 )
 from app.services.resolution import check_k
 from app.stats import _validate
+from app.stats.bootstrap import BootstrapResult
 from app.tables import Benchmark, Detector
 
 __all__ = [
@@ -182,6 +183,11 @@ class MetricsData:
     key: tuple[Hashable, ...]
     read_scores: Callable[[Detector], NDArray[np.float64]] = field(repr=False, compare=False)
     _scores: dict[int, NDArray[np.float64]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    # Each detector's bootstrap on every item it scored, as the matrix computed it: paired
+    # differences of detectors that scored the same items are differences of these replicates.
+    bootstraps: dict[int, BootstrapResult] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
