@@ -354,8 +354,7 @@ class RecordWriter:
         ``items(record)`` yields ``(detector id, values, input field)`` with ``values`` in
         ``columns`` order. For an instance that existed before this file, a stored row for
         which ``same(stored, values)`` holds is skipped and a different one is a conflict
-        worded by ``says(stored, values)``; a new instance has nothing stored. Nothing is
-        materialised but the rows to insert (chunks stay small in memory).
+        worded by ``says(stored, values)``; a new instance has nothing stored.
         """
         old_ids = [ids[r.external_id] for r in records if ids[r.external_id] in preexisting]
         stored: dict[tuple[int, int], tuple[Any, ...]] = {}
@@ -367,42 +366,44 @@ class RecordWriter:
             )
             stored = {(d, i): tuple(rest) for d, i, *rest in self.session.execute(q)}
 
-        def fresh() -> Iterator[tuple[int, int, tuple[Any, ...]]]:
-            nonlocal skipped
-            for record in records:
-                iid = ids[record.external_id]
-                for detector_id, values, field in items(record):
-                    old = stored.get((detector_id, iid)) if iid in preexisting else None
-                    if old is None:
-                        yield detector_id, iid, values
-                    elif same(old, values):
-                        skipped += 1
-                    else:
-                        raise conflict(
-                            self.file,
-                            record.line,
-                            field,
-                            f"{record.external_id!r} already has {says(old, values)}",
-                        )
-
+        new: list[tuple[int, int, tuple[Any, ...]]] = []
+        skipped = 0
+        for record in records:
+            iid = ids[record.external_id]
+            if iid not in preexisting:  # a new instance has nothing stored: no lookups
+                new.extend((d, iid, values) for d, values, _ in items(record))
+                continue
+            for detector_id, values, field in items(record):
+                old = stored.get((detector_id, iid))
+                if old is None:
+                    new.append((detector_id, iid, values))
+                elif same(old, values):
+                    skipped += 1
+                else:
+                    raise conflict(
+                        self.file,
+                        record.line,
+                        field,
+                        f"{record.external_id!r} already has {says(old, values)}",
+                    )
+        if not new:
+            return 0, skipped
         # A column every new row leaves empty (no probabilities, no details: the usual import)
         # is written as a constant, which spares converting it row by row.
-        skipped = 0
-        firsts: list[Any] = []
-        empty = [True] * len(columns)
-        for _, _, values in fresh():
-            if not firsts:
-                firsts = list(values)
-            for j, value in enumerate(values):
-                empty[j] = empty[j] and firsts[j] in (None, {}) and value == firsts[j]
-        if not firsts:
-            return 0, skipped
-        skipped = 0
         constants: dict[str, Any] = {"created_at": self._now}
-        constants.update({c.key: firsts[j] for j, c in enumerate(columns) if empty[j]})
-        varying = [j for j in range(len(columns)) if not empty[j]]
+        varying = []
+        for j, column in enumerate(columns):
+            first = new[0][2][j]
+            if first in (None, {}) and all(values[j] == first for _, _, values in new):
+                constants[column.key] = first
+            else:
+                varying.append(j)
         names = ("detector_id", "instance_id", *(columns[j].key for j in varying))
-        rows = [(d, i, *(values[j] for j in varying)) for d, i, values in fresh()]
+        if len(varying) == 1:
+            (j,) = varying
+            rows: list[tuple[Any, ...]] = [(d, i, values[j]) for d, i, values in new]
+        else:
+            rows = [(d, i, *(values[j] for j in varying)) for d, i, values in new]
         return bulk_insert(self.session, table, names, rows, constants), skipped
 
     def _write_judgments(
