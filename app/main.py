@@ -15,6 +15,7 @@ from app.web import (
     account_pages,
     api,
     disagreement_pages,
+    docs_pages,
     health,
     jobs_pages,
     metrics_pages,
@@ -58,7 +59,17 @@ def create_app(settings: Settings) -> FastAPI:
         finally:
             store.close()
 
-    app = FastAPI(title="Appellate", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    # FastAPI's own /docs loads Swagger UI from a CDN and, like /openapi.json, answers without
+    # sign-in: docs_pages serves both from the vendored assets, to reviewers.
+    app = FastAPI(
+        title="Appellate",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     app.state.settings = settings
     app.state.templates = make_templates()
     app.state.read_cache = VersionedCache()
@@ -76,6 +87,7 @@ def create_app(settings: Settings) -> FastAPI:
         jobs_pages.api_router,
         api.router,
         report_pages.router,
+        docs_pages.router,
     ):
         app.include_router(router, dependencies=[RequireReviewer])
     app.include_router(account_pages.router)

@@ -25,7 +25,7 @@ from app.web.templating import render
 
 def _wants_json(request: Request) -> bool:
     path = request.url.path
-    return path == "/api" or path.startswith("/api/") or path == "/healthz"
+    return path == "/api" or path.startswith("/api/") or path in ("/healthz", "/openapi.json")
 
 
 def _html_error(request: Request, status: int, title: str, messages: list[str]) -> Response:
