@@ -15,7 +15,12 @@ from numpy.typing import NDArray
 from app.services.cache import VersionedCache
 from app.services.detectors import RANKER_KIND
 from app.services.metrics_query import METRICS_CACHE, MetricsData, Sample
-from app.stats.bootstrap import BootstrapResult, group_bootstrap, percentile_interval
+from app.stats.bootstrap import (
+    BootstrapResult,
+    group_bootstrap,
+    percentile_interval,
+    sliced_group_bootstrap,
+)
 from app.stats.registry import INTERVAL, REPORTED, Metric, applicable
 from app.tables import Detector
 
@@ -29,7 +34,9 @@ __all__ = [
     "macro_row",
     "matrix_rows",
     "ranks_for_review",
+    "slice_cells",
     "slice_seed",
+    "slices_seed",
 ]
 
 MATRIX_METRICS: tuple[Metric, ...] = REPORTED
@@ -90,6 +97,21 @@ def ranks_for_review(detector: Detector) -> bool:
     return detector.kind == RANKER_KIND
 
 
+def _wanted(detector: Detector, sample: Sample) -> tuple[Metric, ...]:
+    """The matrix metrics that apply to the detector's scores on ``sample``."""
+    (p,) = sample.scores
+    return applicable(
+        MATRIX_METRICS, p, strata=sample.strata is not None, ranking=ranks_for_review(detector)
+    )
+
+
+def _empty(name: str, slice_name: str | None, kind: str) -> Cell:
+    """The cell of a subset the detector scored no item of."""
+    values: dict[str, float | None] = dict.fromkeys(m.name for m in MATRIX_METRICS)
+    intervals: dict[str, list[float] | None] = dict.fromkeys(INTERVAL_METRICS)
+    return Cell(MetricRow(name, slice_name, kind, 0, 0, values, intervals), {})
+
+
 def _evaluate(
     detector: Detector,
     slice_name: str | None,
@@ -98,34 +120,40 @@ def _evaluate(
     resamples: int,
     seed: int,
 ) -> Cell:
-    values: dict[str, float | None] = dict.fromkeys(m.name for m in MATRIX_METRICS)
-    intervals: dict[str, list[float] | None] = dict.fromkeys(INTERVAL_METRICS)
-    name = detector.name
     if sample.n == 0:
-        return Cell(MetricRow(name, slice_name, kind, 0, 0, values, intervals), {})
-    (p,) = sample.scores
-    wanted = applicable(
-        MATRIX_METRICS,
-        p,
-        strata=sample.strata is not None,
-        ranking=ranks_for_review(detector),
-    )
+        return _empty(detector.name, slice_name, kind)
+    wanted = _wanted(detector, sample)
     result = group_bootstrap(
         sample.y,
-        p,
+        sample.scores[0],
         sample.groups,
         metrics=[m.name for m in wanted],
         choice=sample.strata,
         resamples=resamples,
         seed=seed,
     )
+    return _cell(detector.name, slice_name, kind, wanted, result)
+
+
+def _cell(
+    name: str,
+    slice_name: str | None,
+    kind: str,
+    wanted: tuple[Metric, ...],
+    result: BootstrapResult,
+) -> Cell:
+    """The row and kept replicates of one bootstrap of one detector on one subset."""
+    values: dict[str, float | None] = dict.fromkeys(m.name for m in MATRIX_METRICS)
+    intervals: dict[str, list[float] | None] = dict.fromkeys(INTERVAL_METRICS)
     valid: dict[str, int] = {}
     for metric in wanted:
         estimate = result.estimate(metric.name)
         values[metric.name] = estimate.value
         if metric.interval:
             intervals[metric.name], valid[metric.name] = estimate.ci, estimate.valid
-    row = MetricRow(name, slice_name, kind, sample.n, result.n_groups, values, intervals, valid)
+    row = MetricRow(
+        name, slice_name, kind, result.n_items, result.n_groups, values, intervals, valid
+    )
     replicates = {m.name: result.replicates[m.name][0] for m in wanted if m.interval}
     return Cell(row, replicates, result)
 
@@ -135,9 +163,9 @@ def macro_row(
 ) -> MetricRow:
     """Mean over slices of each metric defined there; the interval averages slice replicates.
 
-    Each slice is resampled on its own (a bootstrap stratified by slice), so replicate b of the
-    macro-average is the mean of the slices' replicates b; a resample where any contributing
-    slice is undefined is dropped.
+    Each slice is resampled within itself (a bootstrap stratified by slice), so replicate b of
+    the macro-average is the mean of the slices' replicates b; a resample where any
+    contributing slice is undefined is dropped.
     """
     values: dict[str, float | None] = {}
     intervals: dict[str, list[float] | None] = {}
@@ -160,9 +188,47 @@ def macro_row(
 
 
 def slice_seed(seed: int, index: int) -> int:
-    """The seed of slice ``index`` of a request seeded with ``seed``."""
+    """The seed of slice ``index`` of a request seeded with ``seed`` (answer metrics)."""
     # Independent streams per slice: equal seeds would draw correlated resamples across slices.
     return int(np.random.SeedSequence([seed, index + 1]).generate_state(1)[0])
+
+
+def slices_seed(seed: int) -> int:
+    """The seed of the one stratified draw of every slice of a request seeded with ``seed``."""
+    # A stream apart from the all-items draw's (``seed`` itself) and from any slice_seed.
+    return int(np.random.SeedSequence([seed, 0]).generate_state(1)[0])
+
+
+def slice_cells(
+    detector: Detector, sample: Sample, names: list[str], resamples: int, seed: int
+) -> list[Cell]:
+    """The detector's cell of each of ``names`` (slice values), from one stratified pass.
+
+    Every slice is group-bootstrapped within itself on the same resamples
+    (:func:`app.stats.bootstrap.sliced_group_bootstrap` seeded with :func:`slices_seed`); a
+    slice the detector scored no item of is an empty cell. The metrics are those that apply to
+    the detector's scores on all of ``sample``, so every slice has the same columns.
+    """
+    assert sample.slices is not None
+    if sample.n == 0:
+        return [_empty(detector.name, name, "slice") for name in names]
+    wanted = _wanted(detector, sample)
+    results = sliced_group_bootstrap(
+        sample.y,
+        sample.scores[0],
+        sample.groups,
+        sample.slices,
+        metrics=[m.name for m in wanted],
+        choice=sample.strata,
+        resamples=resamples,
+        seed=slices_seed(seed),
+    )
+    return [
+        _cell(detector.name, name, "slice", wanted, results[name])
+        if name in results
+        else _empty(detector.name, name, "slice")
+        for name in names
+    ]
 
 
 def _detector_rows(data: MetricsData, detector: Detector) -> tuple[MetricRow, ...]:
@@ -174,12 +240,8 @@ def _detector_rows(data: MetricsData, detector: Detector) -> tuple[MetricRow, ..
     rows = [every.row]
     if sample.slices is None or data.items.slices is None:
         return tuple(rows)
-    cells = []
-    for index, name in enumerate(sorted(set(data.items.slices))):
-        part = sample.where(sample.slices == name)
-        cell = _evaluate(detector, name, "slice", part, resamples, slice_seed(seed, index))
-        cells.append(cell)
-        rows.append(cell.row)
+    cells = slice_cells(detector, sample, sorted(set(data.items.slices)), resamples, seed)
+    rows.extend(cell.row for cell in cells)
     rows.append(macro_row(detector.name, cells))
     return tuple(rows)
 
@@ -191,8 +253,9 @@ def matrix_rows(data: MetricsData, cache: VersionedCache | None = METRICS_CACHE)
     field one row per slice value (sorted; ``"(none)"`` when the field is absent) and a
     macro-average row (``slice=MACRO``). Scores are read as P(positive class) of the target;
     the group is ``Instance.group_key``. Metrics that need strata (choice-matched AUROC) are
-    computed for ``flip:<judge>`` label sets, stratified by that judge's AB choice; slice
-    ``i`` resamples with a seed derived from ``(seed, i)``.
+    computed for ``flip:<judge>`` label sets, stratified by that judge's AB choice; the slices
+    are resampled together, each within itself, from a seed derived from ``seed``
+    (:func:`slice_cells`).
 
     Parameters
     ----------

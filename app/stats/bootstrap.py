@@ -16,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -45,7 +46,9 @@ __all__ = [
     "group_bootstrap_answers",
     "group_multiplicities",
     "percentile_interval",
+    "sliced_group_bootstrap",
     "stack_results",
+    "stratified_multiplicities",
 ]
 
 # Elements per (chunk x items) working array (4-8 MB each as int32/float64). Measured on a 2-core
@@ -136,36 +139,53 @@ def _resample_seeds(seed: int, resamples: int) -> list[np.random.SeedSequence]:
 
 
 def _fill_multiplicities(
-    out: NDArray[np.int32], seeds: Sequence[np.random.SeedSequence], n_groups: int
+    out: NDArray[np.int32], seeds: Sequence[np.random.SeedSequence], strata: tuple[int, ...]
 ) -> None:
+    # Row b: one generator from child stream b draws one unit per slot, units numbered stratum
+    # by stratum and each stratum's slots drawing among its own units (one call with an array
+    # of bounds: a call per stratum would cost more than the generator).
+    sizes = np.asarray(strata, dtype=np.int64)
+    n_units = int(sizes.sum())
+    bounds = np.repeat(sizes, sizes) if sizes.size > 1 else n_units
+    offsets = np.repeat(np.cumsum(sizes) - sizes, sizes) if sizes.size > 1 else 0
     for row, child in zip(out, seeds, strict=True):
-        drawn = np.random.Generator(np.random.PCG64(child)).integers(0, n_groups, size=n_groups)
-        row[:] = np.bincount(drawn, minlength=n_groups)
+        drawn = np.random.Generator(np.random.PCG64(child)).integers(0, bounds, size=n_units)
+        row[:] = np.bincount(drawn + offsets, minlength=n_units)
+
+
+def _strata(n_units: int | Sequence[int]) -> tuple[int, ...]:
+    """Stratum sizes as a tuple: an int is one stratum of that many units."""
+    return (int(n_units),) if isinstance(n_units, int | np.integer) else tuple(map(int, n_units))
 
 
 class _KeptDraws:
-    """Recent draws by ``(seed, B, n_units)``, up to a total number of bytes.
+    """Recent draws by ``(seed, B, stratum sizes)``, up to a total number of bytes.
 
     Drawing costs a generator per resample (0.6 s for 2,000 resamples of 25,000 groups), as
     much as the kernels, and the draws depend only on the key, which every detector of a
-    metrics request shares (each slice has its own seed). Arrays are read-only: every caller
-    gets the same one; they are stored as uint8 when every multiplicity fits.
+    metrics request shares (all slices share one stratified draw). Arrays are read-only:
+    every caller gets the same one; they are stored as uint8 when every multiplicity fits.
     """
 
     def __init__(self, budget: int) -> None:
         self._budget = budget
-        self._kept: OrderedDict[tuple[int, int, int], NDArray[np.integer]] = OrderedDict()
+        self._kept: OrderedDict[tuple[int, int, tuple[int, ...]], NDArray[np.integer]] = (
+            OrderedDict()
+        )
         self._lock = threading.Lock()
 
-    def get(self, seed: int, resamples: int, n_units: int) -> NDArray[np.integer]:
-        """:func:`group_multiplicities` ``(n_units, resamples, seed)``, drawn once."""
-        key = (seed, resamples, n_units)
+    def get(self, seed: int, resamples: int, n_units: int | Sequence[int]) -> NDArray[np.integer]:
+        """:func:`stratified_multiplicities` ``(n_units, resamples, seed)``, drawn once.
+
+        ``n_units`` is the number of units, or the unit count of each stratum.
+        """
+        key = (seed, resamples, _strata(n_units))
         with self._lock:
             if key in self._kept:
                 self._kept.move_to_end(key)
                 return self._kept[key]
         # Drawn outside the lock: two threads may draw the same key, with equal results.
-        drawn: NDArray[np.integer] = group_multiplicities(n_units, resamples, seed)
+        drawn: NDArray[np.integer] = stratified_multiplicities(key[2], resamples, seed)
         if drawn.size and int(drawn.max()) <= np.iinfo(np.uint8).max:
             drawn = drawn.astype(np.uint8)
         drawn.setflags(write=False)
@@ -200,11 +220,39 @@ def group_multiplicities(n_groups: int, resamples: int, seed: int = 0) -> NDArra
         the same seed and group coding (groups in sorted key order).
 
     """
-    if n_groups < 1:
-        raise ValueError(f"n_groups must be >= 1, got {n_groups}")
+    return stratified_multiplicities((n_groups,), resamples, seed)
+
+
+def stratified_multiplicities(
+    strata: Sequence[int], resamples: int, seed: int = 0
+) -> NDArray[np.int32]:
+    """How many times each group is drawn in each resample, resampling within strata.
+
+    Parameters
+    ----------
+    strata : sequence of int, length S
+        Number of groups in each stratum (e.g. each slice); groups are numbered stratum by
+        stratum. Each resample draws, in each stratum, as many groups as it has, uniformly
+        with replacement among its own groups (one ``integers`` call with the bounds of every
+        slot, strata in order).
+    resamples : int
+        Number of resamples B.
+    seed : int
+        Non-negative root seed; resample b uses the b-th child stream of ``SeedSequence(seed)``
+        for all its strata, in order. One stratum gives :func:`group_multiplicities`.
+
+    Returns
+    -------
+    ndarray of int32, shape (B, sum(strata))
+        The row sums over each stratum's columns equal that stratum's size.
+
+    """
+    sizes = _strata(strata)
+    if not sizes or min(sizes) < 1:
+        raise ValueError(f"every stratum needs >= 1 group, got {list(sizes)}")
     resamples = _validate.resample_count(resamples)
-    out = np.empty((resamples, n_groups), dtype=np.int32)
-    _fill_multiplicities(out, _resample_seeds(seed, resamples), n_groups)
+    out = np.empty((resamples, sum(sizes)), dtype=np.int32)
+    _fill_multiplicities(out, _resample_seeds(seed, resamples), sizes)
     return out
 
 
@@ -298,7 +346,13 @@ class _Engine:
                 width += block.shape[1]
                 blocks.append(block)
             self.additive.append((metric, metric.kernel, slots))
-        self.unit_sums = _kernels.unit_totals(np.hstack(blocks), units, n_units) if blocks else None
+        self.unit_means = (
+            _kernels.UnitMeans(
+                _kernels.unit_totals(np.hstack(blocks), units, n_units), self.unit_sizes
+            )
+            if blocks
+            else None
+        )
         self.ranked = [(m, m.kernel) for m in metrics if isinstance(m.kernel, Ranked)]
         self.precision = any(kernel.precision for _, kernel in self.ranked)
         self.rank_plans = (
@@ -323,8 +377,8 @@ class _Engine:
         if workspace is None:
             workspace = self._local.workspace = _kernels.Workspace()
         out: dict[str, NDArray[np.float64]] = {}
-        if self.unit_sums is not None:
-            means = _kernels.unit_means(weights, self.unit_sums, self.unit_sizes)
+        if self.unit_means is not None:
+            means = self.unit_means(weights)
             for metric, additive, slots in self.additive:
                 values = np.stack([additive.reduce(means[:, slot]) for slot in slots])
                 out[metric.name] = np.broadcast_to(values, (self.k, c))
@@ -386,7 +440,7 @@ def _for_each_chunk(
     consume: Callable[[int, int, NDArray[np.int32]], None],
     seed: int,
     resamples: int,
-    n_units: int,
+    n_units: int | Sequence[int],
     width: int,
     *,
     threads: int,
@@ -396,14 +450,18 @@ def _for_each_chunk(
 
     ``consume(start, stop, weights)`` receives rows ``start:stop`` as an (stop - start, n_units)
     array and must write only its own slice of any shared output, so chunks can run in threads.
+    ``n_units`` is the number of units, or the unit count of each stratum
+    (:func:`stratified_multiplicities`).
     """
+    strata = _strata(n_units)
+    n_units = sum(strata)
     if resamples == 0:
         return
     if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     step = chunk_size or max(1, min(256, _CHUNK_ELEMENTS // max(1, width)))
     if resamples * n_units <= _KEPT_DRAW_ELEMENTS:
-        drawn = _KEPT.get(seed, resamples, n_units)
+        drawn = _KEPT.get(seed, resamples, strata)
 
         def run(start: int) -> None:
             stop = min(start + step, resamples)
@@ -415,7 +473,7 @@ def _for_each_chunk(
         def run(start: int) -> None:
             stop = min(start + step, resamples)
             weights = np.empty((stop - start, n_units), dtype=np.int32)
-            _fill_multiplicities(weights, seeds[start:stop], n_units)
+            _fill_multiplicities(weights, seeds[start:stop], strata)
             consume(start, stop, weights)
 
     starts = range(0, resamples, step)
@@ -488,54 +546,199 @@ def group_bootstrap(
         On invalid inputs, unknown metrics, or a metric whose requirements are not met.
 
     """
-    labels = _validate.labels(y)
-    n = labels.size
-    score_list = _as_score_list(scores, n)
-    wanted = tuple(dict.fromkeys(metrics))
-    unknown = [m for m in wanted if m not in REGISTRY]
-    if unknown or not wanted:
-        raise ValueError(f"unknown metrics {unknown}; choose from {list(METRICS)}")
-    chosen = tuple(REGISTRY[m] for m in wanted)
-    on_answers = [m.name for m in chosen if m.on_answers]
-    if on_answers:
-        raise ValueError(f"{on_answers[0]} reads answers: use group_bootstrap_answers")
-    for metric in chosen:
-        if Need.PROBABILITIES not in metric.needs:
-            continue
-        for i, p in enumerate(score_list):
-            if not _validate.is_probability(p):
-                raise ValueError(
-                    f"{metric.name} needs probabilities in [0, 1]; detector {i} has range "
-                    f"[{p.min():.6g}, {p.max():.6g}]"
-                )
-    strata = None
-    stratified = [m.name for m in chosen if Need.STRATA in m.needs]
-    if stratified:
-        if choice is None:
-            raise ValueError(f"{stratified[0]} needs choice=, the stratum of each item")
-        strata = _validate.keys(choice, n, "choice")
-    units, n_units = _validate.keys(groups, n, "groups")
+    request = _Request.of(y, scores, metrics, choice, threshold)
+    units, n_units = _validate.keys(groups, request.n, "groups")
     resamples = _validate.resample_count(resamples)
     seed = _validate.seed_value(seed)
     level = _validate.confidence_level(level)
-    if not math.isfinite(float(threshold)):
-        raise ValueError(f"threshold must be finite, got {threshold!r}")
-    threads = _thread_count(n_threads)
-
-    engine = _Engine(labels, score_list, units, n_units, chosen, strata, float(threshold))
-    # Every group once: the full sample, computed by the very kernels the resamples use.
-    point = {m: v[:, 0].copy() for m, v in engine.compute(np.ones((1, n_units), np.int32)).items()}
-
-    replicates = {m: np.full((engine.k, resamples), np.nan) for m in wanted}
+    engine = request.engine(np.ones(request.n, dtype=bool), units, n_units)
+    point = _point_values(engine, n_units)
+    replicates = {m: np.full((engine.k, resamples), np.nan) for m in request.wanted}
 
     def store(start: int, stop: int, weights: NDArray[np.int32]) -> None:
         for name, values in engine.compute(weights).items():
             replicates[name][:, start:stop] = values
 
     _for_each_chunk(
-        store, seed, resamples, n_units, max(n, n_units), threads=threads, chunk_size=chunk_size
+        store,
+        seed,
+        resamples,
+        n_units,
+        max(request.n, n_units),
+        threads=_thread_count(n_threads),
+        chunk_size=chunk_size,
     )
-    return BootstrapResult(wanted, point, replicates, level, seed, n_units, n)
+    return BootstrapResult(request.wanted, point, replicates, level, seed, n_units, request.n)
+
+
+@dataclass(frozen=True)
+class _Request:
+    """The checked inputs of a bootstrap of scores: labels, scores, metrics, strata."""
+
+    labels: NDArray[np.bool_]
+    scores: list[NDArray[np.float64]]
+    wanted: tuple[str, ...]
+    chosen: tuple[Metric, ...]
+    strata: tuple[NDArray[np.intp], int] | None
+    threshold: float
+
+    @property
+    def n(self) -> int:
+        """Number of items."""
+        return int(self.labels.size)
+
+    @classmethod
+    def of(
+        cls,
+        y: ArrayLike,
+        scores: ArrayLike | Sequence[ArrayLike],
+        metrics: Sequence[str],
+        choice: ArrayLike | None,
+        threshold: float,
+    ) -> _Request:
+        """Check the arguments :func:`group_bootstrap` documents (``ValueError`` if bad)."""
+        labels = _validate.labels(y)
+        n = labels.size
+        score_list = _as_score_list(scores, n)
+        wanted = tuple(dict.fromkeys(metrics))
+        unknown = [m for m in wanted if m not in REGISTRY]
+        if unknown or not wanted:
+            raise ValueError(f"unknown metrics {unknown}; choose from {list(METRICS)}")
+        chosen = tuple(REGISTRY[m] for m in wanted)
+        on_answers = [m.name for m in chosen if m.on_answers]
+        if on_answers:
+            raise ValueError(f"{on_answers[0]} reads answers: use group_bootstrap_answers")
+        for metric in chosen:
+            if Need.PROBABILITIES not in metric.needs:
+                continue
+            for i, p in enumerate(score_list):
+                if not _validate.is_probability(p):
+                    raise ValueError(
+                        f"{metric.name} needs probabilities in [0, 1]; detector {i} has range "
+                        f"[{p.min():.6g}, {p.max():.6g}]"
+                    )
+        strata = None
+        stratified = [m.name for m in chosen if Need.STRATA in m.needs]
+        if stratified:
+            if choice is None:
+                raise ValueError(f"{stratified[0]} needs choice=, the stratum of each item")
+            strata = _validate.keys(choice, n, "choice")
+        if not math.isfinite(float(threshold)):
+            raise ValueError(f"threshold must be finite, got {threshold!r}")
+        return cls(labels, score_list, wanted, chosen, strata, float(threshold))
+
+    def engine(self, items: NDArray[np.bool_], units: NDArray[np.intp], n_units: int) -> _Engine:
+        """The kernels on the items where ``items`` (shape (n,)) holds, in units 0..n_units-1."""
+        strata = None
+        if self.strata is not None:
+            # Codes of the whole sample: a subset may miss a stratum, which the plans allow.
+            strata = (self.strata[0][items], self.strata[1])
+        return _Engine(
+            self.labels[items],
+            [p[items] for p in self.scores],
+            units,
+            n_units,
+            self.chosen,
+            strata,
+            self.threshold,
+        )
+
+
+def _point_values(engine: _Engine, n_units: int) -> dict[str, NDArray[np.float64]]:
+    # Every group once: the full sample, computed by the very kernels the resamples use.
+    ones = np.ones((1, n_units), np.int32)
+    return {m: v[:, 0].copy() for m, v in engine.compute(ones).items()}
+
+
+def sliced_group_bootstrap(
+    y: ArrayLike,
+    scores: ArrayLike | Sequence[ArrayLike],
+    groups: ArrayLike,
+    slices: ArrayLike,
+    *,
+    metrics: Sequence[str] = ("auroc", "auprc", "brier"),
+    choice: ArrayLike | None = None,
+    threshold: float = 0.5,
+    resamples: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+    n_threads: int | None = None,
+) -> dict[Any, BootstrapResult]:
+    """:func:`group_bootstrap` of each slice, every slice in one pass over the resamples.
+
+    The resamples are stratified by slice: resample b draws, in each slice (sorted order), as
+    many of the slice's groups as it has, with replacement, all from one generator (the b-th
+    child stream of ``SeedSequence(seed)``; see :func:`stratified_multiplicities`).
+    A group that occurs in two slices is one unit in each. So each slice is group-bootstrapped
+    within itself, and replicate b of every slice comes from the same resample, which makes the
+    mean of the slices' replicates b a replicate of their macro-average. Drawing once for all
+    slices costs one generator per resample instead of one per resample and slice.
+
+    Parameters
+    ----------
+    y, scores, groups, metrics, choice, threshold, resamples, seed, level, n_threads
+        As for :func:`group_bootstrap`; ``scores`` of shape (n,) or (k, n).
+    slices : array-like, shape (n,)
+        Slice key of each item (any sortable scalar keys).
+
+    Returns
+    -------
+    dict of slice key to BootstrapResult
+        One result per slice present, in sorted key order; its point values are those of
+        :func:`group_bootstrap` on the slice's items (computed alike), its ``seed`` the root
+        ``seed`` of the shared draw.
+
+    Raises
+    ------
+    ValueError
+        As :func:`group_bootstrap`, or on malformed slice keys.
+
+    """
+    request = _Request.of(y, scores, metrics, choice, threshold)
+    codes, n_slices = _validate.keys(slices, request.n, "slices")
+    # Each slice's key, read at its first item (codes follow the sorted order of the keys).
+    first = np.unique(codes, return_index=True)[1]
+    keys = [np.asarray(slices, dtype=object).reshape(-1)[i] for i in first]
+    # Group codes follow the sorted keys, so renumbering a slice's codes keeps that order: the
+    # units of group_bootstrap on the slice's items alone.
+    all_units, _ = _validate.keys(groups, request.n, "groups")
+    resamples = _validate.resample_count(resamples)
+    seed = _validate.seed_value(seed)
+    level = _validate.confidence_level(level)
+    engines, sizes, members = [], [], []
+    for s in range(n_slices):
+        inside = codes == s
+        distinct, units = np.unique(all_units[inside], return_inverse=True)
+        engines.append(request.engine(inside, units.astype(np.intp), int(distinct.size)))
+        sizes.append(int(distinct.size))
+        members.append(int(inside.sum()))
+    offsets = np.cumsum([0, *sizes])
+    points = [_point_values(engine, m) for engine, m in zip(engines, sizes, strict=True)]
+    replicates = [
+        {m: np.full((engine.k, resamples), np.nan) for m in request.wanted} for engine in engines
+    ]
+
+    def store(start: int, stop: int, weights: NDArray[np.int32]) -> None:
+        for s, engine in enumerate(engines):
+            part = weights[:, offsets[s] : offsets[s + 1]]
+            for name, values in engine.compute(part).items():
+                replicates[s][name][:, start:stop] = values
+
+    _for_each_chunk(
+        store,
+        seed,
+        resamples,
+        sizes,
+        max(request.n, int(offsets[-1])),
+        threads=_thread_count(n_threads),
+        chunk_size=None,
+    )
+    return {
+        keys[s]: BootstrapResult(
+            request.wanted, points[s], replicates[s], level, seed, sizes[s], members[s]
+        )
+        for s in range(n_slices)
+    }
 
 
 def stack_results(
@@ -656,11 +859,11 @@ def group_bootstrap_answers(
             width += block.shape[1]
             blocks.append(block)
         slots.append(per_model)
-    sums = _kernels.unit_totals(np.hstack(blocks), units, n_units)
     sizes = np.bincount(units, minlength=n_units).astype(np.int64)
+    unit_means = _kernels.UnitMeans(_kernels.unit_totals(np.hstack(blocks), units, n_units), sizes)
 
     def compute(weights: NDArray[np.integer]) -> dict[str, NDArray[np.float64]]:
-        means = _kernels.unit_means(weights, sums, sizes)
+        means = unit_means(weights)
         return {
             metric.name: np.stack([metric.kernel.reduce(means[:, s]) for s in per_model])  # type: ignore[union-attr]
             for metric, per_model in zip(chosen, slots, strict=True)
@@ -715,12 +918,12 @@ def bootstrap_mean(
     resamples = _validate.resample_count(resamples)
     seed = _validate.seed_value(seed)
     level = _validate.confidence_level(level)
-    sums = _kernels.unit_totals(x[:, None], units, n_units)
     sizes = np.bincount(units, minlength=n_units).astype(np.int64)
+    unit_means = _kernels.UnitMeans(_kernels.unit_totals(x[:, None], units, n_units), sizes)
     replicates = np.full(resamples, np.nan)
 
     def store(start: int, stop: int, weights: NDArray[np.int32]) -> None:
-        replicates[start:stop] = _kernels.unit_means(weights, sums, sizes)[:, 0]
+        replicates[start:stop] = unit_means(weights)[:, 0]
 
     _for_each_chunk(
         store, seed, resamples, n_units, n_units, threads=_thread_count(n_threads), chunk_size=None
