@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy import sparse
 
 _INT32_LIMIT = np.iinfo(np.int32).max
 
@@ -29,6 +30,12 @@ class RankSums(NamedTuple):
     """2 * (weighted concordant (pos, neg) pairs + 0.5 * weighted tied pairs)."""
     precision_sum: NDArray[np.float64] | None
     """Sum over positives of weight * precision at that positive's score threshold."""
+
+
+_CountMatrices = tuple[
+    sparse.csr_matrix, sparse.csr_matrix, NDArray[np.intp], NDArray[np.intp] | None
+]
+"""A rank plan's negative bin counts, positive level counts and the levels' bin rows."""
 
 
 class RankPlan:
@@ -74,6 +81,7 @@ class RankPlan:
         # "negatives tied", which is all the Mann-Whitney count with half-ties needs.
         self.neg_lt = np.searchsorted(neg_scores, level_scores, side="left")
         neg_le = np.searchsorted(neg_scores, level_scores, side="right")
+        self._counts: _CountMatrices | None = None
         self.neg_le: NDArray[np.intp] | None = (
             neg_le if bool((neg_le != self.neg_lt).any()) else None
         )
@@ -89,6 +97,82 @@ class RankPlan:
             return np.int32
         largest = int((weights.astype(np.int64, copy=False) @ self.unit_sizes).max(initial=0))
         return np.int32 if largest <= _INT32_LIMIT else np.int64
+
+    def _gathered(
+        self, weights: NDArray[np.number], acc: type[np.number], ws: Workspace
+    ) -> tuple[NDArray, NDArray, NDArray | None, NDArray]:
+        """Per-level inputs from item weights gathered in score order (any weights)."""
+        w = weights.astype(acc, copy=False)
+        c = w.shape[0]
+        n_neg, n_pos = self.neg_units.size, self.pos_units.size
+        n_levels = self.neg_lt.size
+        # Exclusive cumulative negative weight in ascending score order: column k holds the
+        # weight of the k lowest-scoring negatives. (take() with out= buffers its output under
+        # the default mode="raise"; the plan's indices are in range, so "clip" changes nothing
+        # but lets take write straight into the buffer.)
+        w_neg = np.take(w, self.neg_units, axis=1, out=ws.get("wneg", (c, n_neg), acc), mode="clip")
+        cneg = ws.get("cneg", (c, n_neg + 1), acc)
+        cneg[:, 0] = 0
+        np.cumsum(w_neg, axis=1, out=cneg[:, 1:])
+        w_pos = np.take(w, self.pos_units, axis=1, out=ws.get("wpos", (c, n_pos), acc), mode="clip")
+        if self.level_starts is None:
+            w_level = w_pos
+        else:
+            w_level = np.add.reduceat(
+                w_pos, self.level_starts, axis=1, out=ws.get("wlevel", (c, n_levels), acc)
+            )
+        neg_below = np.take(
+            cneg, self.neg_lt, axis=1, out=ws.get("nb", (c, n_levels), acc), mode="clip"
+        )
+        tied = None
+        if self.neg_le is not None:
+            tied = np.take(
+                cneg, self.neg_le, axis=1, out=ws.get("nle", (c, n_levels), acc), mode="clip"
+            )
+        return w_level, neg_below, tied, cneg[:, -1].copy()
+
+    def _binned(
+        self, weights: NDArray[np.integer], acc: type[np.number]
+    ) -> tuple[NDArray, NDArray, NDArray | None, NDArray]:
+        """Per-level inputs from unit weights through the plan's unit count matrices.
+
+        Equal to :meth:`_gathered` (integer sums are exact in float64), at a cost per resample
+        of one pass over the (bin, unit) and (level, unit) pairs instead of a gather and a
+        cumulative sum over every item: the cumulated negative weight is only ever read at
+        the levels' offsets.
+        """
+        neg_counts, pos_counts, lt_rows, le_rows = self._count_matrices()
+        wt = np.ascontiguousarray(weights.T, dtype=np.float64)  # (n_units, c)
+        cum = np.zeros((neg_counts.shape[0] + 1, wt.shape[1]))
+        np.cumsum(neg_counts @ wt, axis=0, out=cum[1:])
+        # Back to (c, levels) rows of the accumulator's dtype, as _gathered gives them, so
+        # the sums that follow run on identical arrays.
+        w_level = np.ascontiguousarray((pos_counts @ wt).T).astype(acc)
+        neg_below = np.ascontiguousarray(cum[lt_rows].T).astype(acc)
+        tied = None if le_rows is None else np.ascontiguousarray(cum[le_rows].T).astype(acc)
+        return w_level, neg_below, tied, cum[-1].astype(acc)
+
+    def _count_matrices(self) -> _CountMatrices:
+        """Negatives per (bin between level offsets, unit) and positives per (level, unit)."""
+        if self._counts is None:
+            n_neg, n_pos = self.neg_units.size, self.pos_units.size
+            offsets = np.unique(np.r_[0, self.neg_lt, [] if self.neg_le is None else self.neg_le])
+            offsets = np.unique(np.r_[offsets, n_neg]).astype(np.intp)
+            # Row j of the cumulated bins is the weight of the negatives below offsets[j].
+            neg_bin = np.searchsorted(offsets, np.arange(n_neg), side="right") - 1
+            shape = (max(offsets.size - 1, 0), self.n_units)
+            neg = sparse.csr_matrix((np.ones(n_neg), (neg_bin, self.neg_units)), shape=shape)
+            if self.level_starts is None:
+                level = np.arange(n_pos)
+            else:
+                level = np.searchsorted(self.level_starts, np.arange(n_pos), side="right") - 1
+            pos = sparse.csr_matrix(
+                (np.ones(n_pos), (level, self.pos_units)), shape=(self.neg_lt.size, self.n_units)
+            )
+            lt_rows = np.searchsorted(offsets, self.neg_lt)
+            le_rows = None if self.neg_le is None else np.searchsorted(offsets, self.neg_le)
+            self._counts = (neg, pos, lt_rows, le_rows)
+        return self._counts
 
     def evaluate(
         self,
@@ -117,37 +201,15 @@ class RankPlan:
         """
         ws = workspace if workspace is not None else Workspace()
         acc = self._accumulator(weights)
-        w = weights.astype(acc, copy=False)
-        c = w.shape[0]
-        n_neg, n_pos = self.neg_units.size, self.pos_units.size
-        n_levels = self.neg_lt.size
-
-        # Exclusive cumulative negative weight in ascending score order: column k holds the
-        # weight of the k lowest-scoring negatives. (take() with out= buffers its output under
-        # the default mode="raise"; the plan's indices are in range, so "clip" changes nothing
-        # but lets take write straight into the buffer.)
-        w_neg = np.take(w, self.neg_units, axis=1, out=ws.get("wneg", (c, n_neg), acc), mode="clip")
-        cneg = ws.get("cneg", (c, n_neg + 1), acc)
-        cneg[:, 0] = 0
-        np.cumsum(w_neg, axis=1, out=cneg[:, 1:])
-        neg_total = cneg[:, -1].copy()
-
-        w_pos = np.take(w, self.pos_units, axis=1, out=ws.get("wpos", (c, n_pos), acc), mode="clip")
-        if self.level_starts is None:
-            w_level = w_pos
+        if weights.dtype.kind in "iub":
+            w_level, neg_below, below_or_tied, neg_total = self._binned(weights, acc)
         else:
-            w_level = np.add.reduceat(
-                w_pos, self.level_starts, axis=1, out=ws.get("wlevel", (c, n_levels), acc)
-            )
-        neg_below = np.take(
-            cneg, self.neg_lt, axis=1, out=ws.get("nb", (c, n_levels), acc), mode="clip"
-        )
-        if self.neg_le is None:
+            w_level, neg_below, below_or_tied, neg_total = self._gathered(weights, acc, ws)
+        c = weights.shape[0]
+        n_levels = self.neg_lt.size
+        if below_or_tied is None:
             twice = 2.0 * np.einsum("ij,ij->i", w_level, neg_below, dtype=np.float64)
         else:
-            below_or_tied = np.take(
-                cneg, self.neg_le, axis=1, out=ws.get("nle", (c, n_levels), acc), mode="clip"
-            )
             below_or_tied += neg_below
             twice = np.einsum("ij,ij->i", w_level, below_or_tied, dtype=np.float64)
 
@@ -355,10 +417,41 @@ def ratio(num: NDArray[np.float64], den: NDArray[np.float64]) -> NDArray[np.floa
     return out
 
 
+class UnitMeans:
+    """Weighted means of item values for many resamples, from per-unit totals.
+
+    Parameters
+    ----------
+    unit_sums : ndarray of float64, shape (n_units, k)
+        Sum of each of k item values within each unit.
+    unit_sizes : ndarray of int64, shape (n_units,)
+        Number of items in each unit.
+
+    """
+
+    def __init__(self, unit_sums: NDArray[np.float64], unit_sizes: NDArray[np.int64]) -> None:
+        # Row 0 holds the unit sizes, rows 1.. the columns, each as a sparse row: item columns
+        # such as a calibration bin's are zero in most units. The sparse product accumulates
+        # each row over its units in index order whatever the number of resamples or of other
+        # rows, so replicates are bit-identical however a bootstrap is split up or which
+        # detectors it is run with (a BLAS product blocks its sums by the matrix shapes).
+        rows = np.vstack([unit_sizes.astype(np.float64)[None, :], np.asarray(unit_sums).T])
+        self._rows = sparse.csr_matrix(rows)
+        self.k = rows.shape[0] - 1
+
+    def __call__(self, weights: NDArray[np.number]) -> NDArray[np.float64]:
+        """Means for each row of ``weights`` (c, n_units): shape (c, k), NaN where no weight."""
+        sums = self._rows @ np.ascontiguousarray(weights.T, dtype=np.float64)  # (k + 1, c)
+        totals = sums[0][:, None]
+        out = np.full((weights.shape[0], self.k), np.nan)
+        np.divide(sums[1:].T, totals, out=out, where=totals > 0)
+        return out
+
+
 def unit_means(
     weights: NDArray[np.number], unit_sums: NDArray[np.float64], unit_sizes: NDArray[np.int64]
 ) -> NDArray[np.float64]:
-    """Weighted means of item values for each resample.
+    """Weighted means of item values for each resample (one-off :class:`UnitMeans`).
 
     Parameters
     ----------
@@ -375,17 +468,7 @@ def unit_means(
         NaN in a row whose total weight is zero.
 
     """
-    # One einsum per column instead of a BLAS product: each row's sum is then accumulated in
-    # the same order whatever the chunk size, thread count or number of columns, so replicates
-    # are bit-identical however a bootstrap is split up or which detectors it is run with.
-    w = weights.astype(np.float64, copy=False)
-    totals = np.einsum("ij,j->i", w, unit_sizes.astype(np.float64))
-    sums = np.empty((w.shape[0], unit_sums.shape[1]))
-    for j in range(unit_sums.shape[1]):
-        sums[:, j] = np.einsum("ij,j->i", w, np.ascontiguousarray(unit_sums[:, j]))
-    out = np.full(sums.shape, np.nan)
-    np.divide(sums, totals[:, None], out=out, where=totals[:, None] > 0)
-    return out
+    return UnitMeans(unit_sums, unit_sizes)(weights)
 
 
 def unit_totals(values: NDArray[np.float64], units: NDArray[np.intp], n_units: int) -> NDArray:

@@ -372,7 +372,7 @@ def krippendorff_alpha_nominal(ratings: Sequence[Sequence[str | None]]) -> float
 def _weighted_totals(
     weights: NDArray[np.integer], unit_rows: NDArray[np.float64]
 ) -> NDArray[np.float64]:
-    # One einsum per column, as in _kernels.unit_means: each replicate is then accumulated in
+    # One einsum per column: each replicate is then accumulated in
     # the same order whatever the chunking, so results do not depend on how B is split.
     w = weights.astype(np.float64, copy=False)
     out = np.empty((w.shape[0], unit_rows.shape[1]))

@@ -45,13 +45,13 @@ def fmt_number(value: float | int | None, digits: int = 3) -> str:
 
 
 def fmt_ci(ci: list[float] | None, digits: int = 3) -> str:
-    """``[low, high]`` as ``low-high`` (en dash) for the muted interval; ``""`` when absent."""
+    """``[low, high]`` as ``"[0.673, 0.773]"``, every interval's one format; ``""`` when absent."""
     if not ci:
         return ""
     low, high = ci
     if not (math.isfinite(low) and math.isfinite(high)):
         return ""
-    return f"{low:.{digits}f}\u2013{high:.{digits}f}"
+    return f"[{low:.{digits}f}, {high:.{digits}f}]"
 
 
 @pass_context
