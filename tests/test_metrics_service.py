@@ -188,7 +188,9 @@ def test_flip_label_set_choice_matched(factory: sessionmaker[Session]) -> None:
     ]
     choice = [it["judgments"]["judge"]["AB"][0] for it in items]
     p = [it["scores"]["probe"] for it in items]
-    (row,) = rows
+    # The judge is a scored detector too (its two-order P(A better)); the probe is measured here.
+    assert [r.detector for r in rows] == ["judge", "probe"]
+    row = rows[1]
     assert _close(row.values["auroc"], roc_auc_score(flips, p))
     expected = choice_matched_auroc(flips, p, choice)
     assert expected is not None and _close(row.values["choice_matched_auroc"], expected)

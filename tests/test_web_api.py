@@ -37,7 +37,8 @@ def test_list_benchmarks(client: TestClient) -> None:
     assert [b["name"] for b in body] == ["jb-mini", "lies-mini", "truth-mini"]
     jb = body[0]
     assert (jb["kind"], jb["instances"], jb["groups"], jb["label_sets"]) == ("pairwise", 6, 3, 2)
-    assert (jb["judges"], jb["scored_detectors"], jb["judgments"]) == (2, 2, 11)
+    # Judges: detectors that judged both orders (JUDGE_2 has only an AB call).
+    assert (jb["judges"], jb["scored_detectors"], jb["judgments"]) == (1, 2, 11)
 
 
 def test_benchmark_facets(client: TestClient) -> None:

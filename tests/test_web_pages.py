@@ -43,8 +43,8 @@ def test_index_lists_benchmarks_with_counts(client: TestClient) -> None:
     row = re.search(r'<a href="/benchmarks/jb-mini">jb-mini</a>(.*?)</tr>', r.text, re.S)
     assert row is not None
     counts = re.findall(r'<td class="num">([\d,]+)</td>', row.group(1))
-    # instances, groups, label sets, judges, scored detectors, judgments
-    assert counts == ["6", "3", "2", "2", "2", "11"]
+    # instances, groups, label sets, judges (both orders; JUDGE_2 has only AB), scored, judgments
+    assert counts == ["6", "3", "2", "1", "2", "11"]
     assert f.STATEMENTS in r.text and f.RESPONSES in r.text
     # The description is data: its markup is shown, not interpreted.
     assert "<i>not italic</i>" not in r.text

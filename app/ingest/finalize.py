@@ -19,7 +19,7 @@ def finalize_import(
     *,
     judges: Collection[int] = (),
 ) -> ImportSummary:
-    """Recompute the flips of ``judges``, bump the data version if evidence changed, flush.
+    """Recompute the flips and scores of ``judges``, bump the data version if evidence changed.
 
     Parameters
     ----------
@@ -30,14 +30,17 @@ def finalize_import(
     summary
         Counts gathered so far; completed in place and returned.
     judges
-        Detector ids whose judgments were imported (their flip labels are recomputed).
+        Detector ids whose judgments were imported (their flip labels and derived scores are
+        recomputed).
 
     """
+    derived_scores = False
     if judges:
         flips = recompute_flips(session, benchmark.id, detector_ids=judges)
         summary.derived_labels += flips.events
+        derived_scores = flips.scores > 0
     summary.benchmark = benchmark.name
-    if summary.evidence_added or summary.derived_labels:
+    if summary.evidence_added or summary.derived_labels or derived_scores:
         summary.data_version = bump_data_version(session, benchmark)
     else:
         summary.data_version = benchmark.data_version

@@ -19,6 +19,7 @@ from app.ingest.values import identifier
 from app.ingest.writer import DEFAULT_CHUNK_ROWS, record_import, write_records
 from app.services.benchmarks import ensure_benchmark
 from app.services.detectors import ensure_detector
+from app.services.judge_scores import sigmoid
 from app.tables import Benchmark, BenchmarkKind, Choice, Order
 
 PAIR_FIELDS = (
@@ -93,7 +94,9 @@ def import_judgebench(
     AB and BA orders (averaging cancels position bias), in [0, 1]. Per-order probabilities and
     rewards are kept in the score's details.
 
-    Flip labels ``flip:<detector>`` are recomputed for the imported detectors afterwards.
+    Flip labels ``flip:<detector>`` and the judges' scores (P(A is better) from both orders, see
+    :mod:`app.services.judge_scores`) are recomputed for the imported judges afterwards; reward
+    models get neither.
 
     Parameters
     ----------
@@ -172,14 +175,6 @@ def _pair_record(row: Row) -> Record:
     if not isinstance(label, str) or label not in REFERENCE:
         raise row.error("label", f"expected 'A>B' or 'B>A', got {label!r}")
     return Record(row.line, external_id, group, payload, {REFERENCE_LABEL: REFERENCE[label]})
-
-
-def _sigmoid(x: float) -> float:
-    # Written per sign so that large reward gaps neither overflow nor lose precision.
-    if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
-    e = math.exp(x)
-    return e / (1.0 + e)
 
 
 @dataclass
@@ -301,7 +296,7 @@ class _JudgeFile:
 
 def _reward_score(detector_id: int, rewards: dict[str, list[float]]) -> ScoreIn:
     """P(A is better): mean over orders of sigmoid(r_A - r_B), rewards already per identity."""
-    per_order = {order: _sigmoid(r[0] - r[1]) for order, r in rewards.items()}
+    per_order = {order: sigmoid(r[0] - r[1]) for order, r in rewards.items()}
     details: dict[str, Any] = {
         "rule": "mean over orders of sigmoid(reward_A - reward_B)",
         **{f"p_{order.lower()}": p for order, p in per_order.items()},

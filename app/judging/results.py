@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
@@ -19,6 +19,7 @@ from app.judging.protocol import identity
 from app.services.benchmarks import bump_data_version
 from app.services.flips import recompute_flips
 from app.services.model_runs import run_items
+from app.services.scores import benchmark_scores
 from app.tables import Benchmark, Instance, Judgment, Order
 
 
@@ -151,10 +152,16 @@ def _bump(session: Session, benchmark_id: int) -> None:
     bump_data_version(session, session.get_one(Benchmark, benchmark_id))
 
 
+def _scored_pairs(session: Session, plan: JudgePlan) -> int:
+    """Pairs of the benchmark that now have a score of the judge."""
+    scored = benchmark_scores(plan.detector_id, plan.benchmark_id).subquery()
+    return session.scalar(select(func.count()).select_from(scored)) or 0
+
+
 def finish_judging(session: Session, plan: JudgePlan) -> dict[str, Any]:
-    """Derive the judge's flip labels and the repeat control; the job's result summary."""
+    """Derive the judge's flip labels, scores and the repeat control; the job's result summary."""
     flips = recompute_flips(session, plan.benchmark_id, [plan.detector_id])
-    if flips.events:
+    if flips.changed:
         _bump(session, plan.benchmark_id)
     rows = session.execute(
         select(Judgment.instance_id, Judgment.order, Judgment.choice)
@@ -174,6 +181,7 @@ def finish_judging(session: Session, plan: JudgePlan) -> dict[str, Any]:
         "invalid_by_order": invalid,
         "retained_pairs": flips.retained,
         "flips": flips.flips,
+        "scored_pairs": _scored_pairs(session, plan),
         "repeat_control": {
             "compared": len(compared),
             "changed": sum(ab[i] != repeat[i] for i in compared),

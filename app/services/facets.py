@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from app.attributes import attributes
 from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
+from app.services.flips import is_two_order_judge
 from app.services.labels import is_latest_original
 from app.services.payload_fields import SLICE_FIELDS, payload_text
 from app.tables import Benchmark, Detector, Instance, Judgment, LabelEvent, Order, Score
@@ -76,7 +77,11 @@ class SliceFacet(_Frozen):
 
 
 class BenchmarkSummary(_Frozen):
-    """A benchmark with the counts shown on the benchmark list."""
+    """A benchmark with the counts shown on the benchmark list.
+
+    ``judges`` counts the detectors that judged pairs in both orders (not reward models, which
+    score responses alone; :func:`app.services.flips.is_two_order_judge`).
+    """
 
     name: str
     kind: str
@@ -233,7 +238,9 @@ def _compute_facets(session: Session, bench: Benchmark) -> BenchmarkFacets:
         instances=n_instances,
         groups=n_groups,
         label_sets=len(label_sets),
-        judges=len(judges),
+        judges=sum(
+            is_two_order_judge(j.kind, [o for o, n in j.orders.items() if n]) for j in judges
+        ),
         scored_detectors=len(scored),
         judgments=sum(sum(j.orders.values()) for j in judges),
     )

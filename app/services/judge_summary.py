@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
-from app.services.flips import flip_value
+from app.services.flips import flip_value, is_two_order_judge
 from app.services.labelled_items import LabelMode, data_key, label_key
 from app.services.labels import current_label_subquery
 from app.services.metrics_query import MetricsData, MetricsQuery
@@ -207,6 +207,9 @@ def judge_summaries(
 ) -> list[JudgeSummary]:
     """Summaries of every judge with both AB and BA judgments on the benchmark, by name.
 
+    Reward models are left out: they score each response alone, so their orders say nothing
+    about position (:func:`app.services.flips.is_two_order_judge`).
+
     Parameters
     ----------
     session
@@ -276,7 +279,14 @@ def _summaries(
 
     def compute() -> list[JudgeSummary]:
         orders = judge_orders(session, bench)
-        names = dict(session.execute(select(Detector.id, Detector.name)).all())
+        detectors = {
+            i: (name, kind)
+            for i, name, kind in session.execute(
+                select(Detector.id, Detector.name, Detector.kind).where(
+                    Detector.id.in_(list(orders))
+                )
+            )
+        }
         value = current_label_subquery(reference) if labels == "original" else null()
         q = select(Instance.id, Instance.group_key, value).where(Instance.benchmark_id == bench.id)
         groups: dict[int, str] = {}
@@ -289,16 +299,13 @@ def _summaries(
             values = resolved_values(session, bench.id, reference, k=k)
         out = []
         for detector_id, by_instance in orders.items():
+            name, kind = detectors[detector_id]
             seen = {o for per in by_instance.values() for o in per}
-            if not {Order.AB.value, Order.BA.value} <= seen:
+            if not is_two_order_judge(kind, seen):
                 continue
-            if judges is not None and names[detector_id] not in judges:
+            if judges is not None and name not in judges:
                 continue
-            out.append(
-                _summarise(
-                    names[detector_id], by_instance, groups, values, reference, resamples, seed
-                )
-            )
+            out.append(_summarise(name, by_instance, groups, values, reference, resamples, seed))
         return sorted(out, key=lambda s: s.judge)
 
     return compute() if cache is None else cache.get_or_compute(key, compute)
