@@ -6,10 +6,15 @@ inside the commands that run them.
 
 from __future__ import annotations
 
+import ctypes
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import typer
 
@@ -30,41 +35,112 @@ def db_upgrade() -> None:
     typer.echo(f"database at head: {settings.resolved_database_url}")
 
 
+# How long a stopping worker may take to finish its batch and requeue its job; after that it
+# is killed and its lease, no longer renewed, hands the job to the next worker.
+WORKER_STOP_SECONDS = 60.0
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the worker child (Linux): get SIGTERM when the server dies, even by SIGKILL."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass  # not Linux: the worker outlives a killed server until its own stop
+
+
 def _start_worker(device: str) -> subprocess.Popen[bytes]:
     """One ``appellate worker`` process beside the web server, with the same environment."""
     command = [sys.executable, "-m", "app.cli", "worker", "--device", device]
-    return subprocess.Popen(command)
+    linux = sys.platform.startswith("linux")
+    return subprocess.Popen(command, preexec_fn=_die_with_parent if linux else None)
+
+
+class _Stop:
+    """SIGTERM and SIGINT of the serving process: remembered, and passed on to what runs.
+
+    uvicorn installs its own handlers while it serves, then restores these and raises the
+    signal again: the default SIGTERM action would end the process there, before the
+    worker is stopped, and leave it running re-parented to PID 1.
+    """
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.server: Any = None
+        self.stopping: subprocess.Popen[bytes] | None = None
+
+    def __call__(self, signum: int, _frame: FrameType | None) -> None:
+        self.received.append(signum)
+        if self.server is not None:
+            self.server.should_exit = True
+        if self.stopping is not None and self.stopping.poll() is None:
+            self.stopping.kill()  # a second signal while the worker stops: do not wait
+
+    @contextmanager
+    def installed(self) -> Iterator[_Stop]:
+        """Handle both signals inside the block; the previous handlers come back after it."""
+        previous = {sig: signal.signal(sig, self) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            yield self
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def stop_worker(self, runner: subprocess.Popen[bytes]) -> int:
+        """SIGTERM the worker and wait until it exits (killed after WORKER_STOP_SECONDS)."""
+        self.stopping = runner
+        if runner.poll() is None:
+            runner.send_signal(signal.SIGTERM)  # it finishes its batch and requeues the job
+        try:
+            return runner.wait(timeout=WORKER_STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            runner.kill()
+            return runner.wait()
+
+
+def _run_server(settings: Settings, host: str, port: int, workers: int, stop: _Stop) -> None:
+    # Imported here so that import-only CLI commands do not pay for the web stack.
+    import uvicorn
+
+    if workers > 1:
+        # Several processes need an import string; they read the same APPELLATE_* settings.
+        # uvicorn's supervisor handles the signals itself and returns.
+        uvicorn.run(
+            "app.main:app_from_environment",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level="warning",
+        )
+        return
+    from app.main import create_app
+
+    config = uvicorn.Config(create_app(settings), host=host, port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    stop.server = server  # a signal from now on ends it, even before it starts serving
+    if not stop.received:
+        server.run()
+    if not server.started and not stop.received:
+        raise typer.Exit(3)  # uvicorn's code for a server that could not start
 
 
 def _serve(
     settings: Settings, host: str, port: int, *, workers: int = 1, job_worker: str | None = None
 ) -> None:
-    # Imported here so that import-only CLI commands do not pay for the web stack.
-    import uvicorn
-
-    from app.main import create_app
-
-    runner = _start_worker(job_worker) if job_worker else None
-    typer.echo(f"Appellate dashboard: http://{host}:{port}/")
-    if runner is not None:
-        typer.echo(f"job worker: pid {runner.pid} (device {job_worker})")
-    try:
-        if workers > 1:
-            # Several processes need an import string; they read the same APPELLATE_* settings.
-            uvicorn.run(
-                "app.main:app_from_environment",
-                factory=True,
-                host=host,
-                port=port,
-                workers=workers,
-                log_level="warning",
-            )
-        else:
-            uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
-    finally:
+    with _Stop().installed() as stop:
+        runner = _start_worker(job_worker) if job_worker else None
+        typer.echo(f"Appellate dashboard: http://{host}:{port}/")
         if runner is not None:
-            runner.send_signal(signal.SIGTERM)  # finishes its batch and requeues the job
-            runner.wait()
+            typer.echo(f"job worker: pid {runner.pid} (device {job_worker})")
+        try:
+            _run_server(settings, host, port, workers, stop)
+        finally:
+            # The worker goes first: the server never exits and leaves it running alone.
+            if runner is not None:
+                code = stop.stop_worker(runner)
+                typer.echo(f"job worker stopped (exit code {code})")
 
 
 WorkersOpt = typer.Option(1, "--workers", min=1, help="Web server processes.")
