@@ -21,7 +21,10 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine.interfaces import ExecutionContext
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from app.natural_sort import MAX_KEY_LENGTH, natural_key
 
 # Portable JSON: JSONB on PostgreSQL (indexable, compact), JSON text on SQLite.
 JsonType = JSON().with_variant(JSONB(), "postgresql")
@@ -142,18 +145,35 @@ class Benchmark(Base):
     instances: Mapped[list[Instance]] = relationship(back_populates="benchmark", lazy="raise")
 
 
+def _natural_key_default(context: ExecutionContext) -> str:
+    return natural_key(context.get_current_parameters()["external_id"])
+
+
+# Byte order on PostgreSQL too (its default collation follows the locale): the key is built
+# for a plain character comparison.
+_SortKeyType = String(MAX_KEY_LENGTH).with_variant(
+    String(MAX_KEY_LENGTH, collation="C"), "postgresql"
+)
+
+
 class Instance(Base):
-    """One item of a benchmark; ``group_key`` is the unit of every grouped split and bootstrap."""
+    """One item of a benchmark; ``group_key`` is the unit of every grouped split and bootstrap.
+
+    ``sort_key`` is :func:`app.natural_sort.natural_key` of ``external_id`` (filled in on
+    insert): the table's id order.
+    """
 
     __tablename__ = "instances"
     __table_args__ = (
         UniqueConstraint("benchmark_id", "external_id"),
         Index(None, "benchmark_id", "group_key"),
+        Index(None, "benchmark_id", "sort_key"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id", ondelete="CASCADE"))
     external_id: Mapped[str] = mapped_column(String(300))
+    sort_key: Mapped[str] = mapped_column(_SortKeyType, default=_natural_key_default)
     group_key: Mapped[str] = mapped_column(String(300))
     payload: Mapped[dict[str, Any]] = mapped_column(JsonType)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

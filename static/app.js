@@ -120,3 +120,74 @@ document.addEventListener("htmx:configRequest", function (ev) {
     if (ev.target.closest && ev.target.closest(".request-error-close")) { hide(); }
   });
 })();
+
+// ---- Instance table (templates/_table.html): column chooser ------------------------------
+// The columns a reviewer hides are kept per benchmark in localStorage
+// ("appellate.columns.<benchmark>": the hidden columns' data-col keys) and applied again
+// after every htmx swap of the table. Each body cell is matched to its header by position.
+(function () {
+  "use strict";
+  var PREFIX = "appellate.columns.";
+  function hiddenOf(benchmark) {
+    try {
+      var stored = JSON.parse(window.localStorage.getItem(PREFIX + benchmark) || "[]");
+      return Array.isArray(stored) ? stored : [];
+    } catch (e) { return []; }
+  }
+  function store(benchmark, hidden) {
+    try { window.localStorage.setItem(PREFIX + benchmark, JSON.stringify(hidden)); } catch (e) { /* private mode */ }
+  }
+  function applyTo(table, hidden) {
+    var heads = table.querySelectorAll("thead tr.head-cols > th");
+    var hide = Array.prototype.map.call(heads, function (th) {
+      return hidden.indexOf(th.getAttribute("data-col")) >= 0;
+    });
+    Array.prototype.forEach.call(table.querySelectorAll("tr:not(.head-groups)"), function (tr) {
+      Array.prototype.forEach.call(tr.children, function (cell, i) {
+        cell.classList.toggle("col-hidden", hide[i] === true);
+      });
+    });
+    // Group headings span what is left of their columns; a group with none left hides.
+    var at = 0;
+    Array.prototype.forEach.call(table.querySelectorAll("thead tr.head-groups > th"), function (th) {
+      var span = Number(th.getAttribute("data-span") || th.colSpan);
+      th.setAttribute("data-span", String(span));
+      var shown = 0;
+      for (var k = at; k < at + span; k++) { if (!hide[k]) { shown++; } }
+      at += span;
+      th.colSpan = Math.max(shown, 1);
+      th.classList.toggle("col-hidden", shown === 0);
+    });
+  }
+  function apply(root) {
+    Array.prototype.forEach.call((root || document).querySelectorAll(".column-chooser"), function (chooser) {
+      var benchmark = chooser.getAttribute("data-benchmark");
+      var hidden = hiddenOf(benchmark);
+      Array.prototype.forEach.call(chooser.querySelectorAll("input[type=checkbox]"), function (box) {
+        box.checked = hidden.indexOf(box.value) < 0;
+      });
+      var results = chooser.closest(".results") || document;
+      Array.prototype.forEach.call(results.querySelectorAll("table.instances"), function (table) {
+        applyTo(table, hidden);
+      });
+    });
+  }
+  document.addEventListener("change", function (ev) {
+    var chooser = ev.target.closest && ev.target.closest(".column-chooser");
+    if (!chooser || ev.target.type !== "checkbox") { return; }
+    var hidden = Array.prototype.filter.call(chooser.querySelectorAll("input[type=checkbox]"), function (box) {
+      return !box.checked;
+    }).map(function (box) { return box.value; });
+    store(chooser.getAttribute("data-benchmark"), hidden);
+    apply(chooser.closest(".results") || document);
+  });
+  document.addEventListener("click", function (ev) {
+    var all = ev.target.closest && ev.target.closest(".column-chooser .columns-all");
+    if (!all) { return; }
+    var chooser = all.closest(".column-chooser");
+    store(chooser.getAttribute("data-benchmark"), []);
+    apply(chooser.closest(".results") || document);
+  });
+  document.addEventListener("DOMContentLoaded", function () { apply(document); });
+  document.addEventListener("htmx:afterSwap", function () { apply(document); });
+})();

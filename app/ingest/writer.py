@@ -23,6 +23,7 @@ from app.ingest.bulk import bulk_insert, one_of
 from app.ingest.readers import file_sha256
 from app.ingest.records import ImportCounts, Record, SourceFields
 from app.ingest.values import MAX_ID_LENGTH, find_nul
+from app.natural_sort import natural_key
 from app.tables import (
     Benchmark,
     ImportRecord,
@@ -179,11 +180,18 @@ class RecordWriter:
         }
         ids: dict[str, int] = {}
         preexisting: set[int] = set()
-        new: list[tuple[str, str, dict[str, Any]]] = []
+        new: list[tuple[str, str, dict[str, Any], str]] = []
         for record in records:
             found = stored.get(record.external_id)
             if found is None:
-                new.append((record.external_id, record.group_key, record.payload))
+                new.append(
+                    (
+                        record.external_id,
+                        record.group_key,
+                        record.payload,
+                        natural_key(record.external_id),
+                    )
+                )
                 continue
             iid, group, payload = found
             if iid > self._watermark:
@@ -196,7 +204,7 @@ class RecordWriter:
             bulk_insert(
                 self.session,
                 _instances,
-                ("external_id", "group_key", "payload"),
+                ("external_id", "group_key", "payload", "sort_key"),
                 new,
                 {"benchmark_id": self.benchmark_id, "created_at": self._now},
             )

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import ColumnElement, Connection, Select, bindparam, func, select
+from sqlalchemy import ColumnElement, Connection, Select, and_, bindparam, func, or_, select
 from sqlalchemy.orm import Session
 from typing_extensions import TypedDict  # pydantic needs this one before Python 3.12
 
@@ -27,6 +27,7 @@ from app.services.instance_filter import (
     plan_for_one_page,
     resolve_filter,
 )
+from app.services.instance_sort import TableSort, ordering, resolve_sort, sort_key
 from app.services.labels import is_original
 from app.services.payload_fields import PREVIEW_FIELD, payload_text, preview
 from app.tables import Instance, Judgment, LabelEvent, Order, Score
@@ -65,11 +66,17 @@ class InstancePage(BaseModel):
 
     benchmark: str
     filter: InstanceFilter
+    sort: str
     page: int
     page_size: int
     total: int
     pages: int
     items: list[InstanceRow]
+
+    @property
+    def order(self) -> TableSort:
+        """The rows' order (``sort`` parsed)."""
+        return TableSort.parse(self.sort)
 
     @property
     def first_index(self) -> int:
@@ -99,8 +106,9 @@ def benchmark_view(
     page: int = 1,
     page_size: int = 50,
     cache: VersionedCache | None = None,
+    sort: TableSort | None = None,
 ) -> BenchmarkView:
-    """One filtered page of benchmark ``name`` with the facets that describe its filters.
+    """One filtered, sorted page of benchmark ``name`` with the facets that describe its filters.
 
     Parameters
     ----------
@@ -117,6 +125,8 @@ def benchmark_view(
     cache : VersionedCache, optional
         Memo for facets, filtered counts and the first key of each deep page, keyed on the
         benchmark's ``data_version``.
+    sort : TableSort, optional
+        Row order; default the natural order of external ids. Ties go by instance id.
 
     Returns
     -------
@@ -127,7 +137,7 @@ def benchmark_view(
     NotFound
         No such benchmark.
     InvalidInput
-        A condition names something the benchmark does not have.
+        A condition or the sort names something the benchmark does not have.
 
     """
     if page < 1 or not 1 <= page_size <= MAX_PAGE_SIZE:
@@ -135,6 +145,7 @@ def benchmark_view(
     bench = get_benchmark(session, name)
     facets = benchmark_facets(session, bench, cache)
     flt = resolve_filter(facets, flt)
+    sort = resolve_sort(facets, sort or TableSort())
     dialect = session.get_bind().dialect.name
     conds = filter_conditions(facets, flt, dialect)
 
@@ -148,20 +159,24 @@ def benchmark_view(
         total = count()
     else:
         total = cache.get_or_compute(("count", *version_key(bench), flt), count)
-    starts = None
-    if cache is not None and (page - 1) * page_size >= DEEP_OFFSET:
-        # Built before plan_for_one_page: numbering every match wants a sort on PostgreSQL.
-        starts = cache.get_or_compute(
-            ("page_starts", *version_key(bench), flt, page_size),
-            lambda: _page_starts(session, facets, flt, dialect, page_size),
-        )
-    plan_for_one_page(session)
-    keys = _page_keys(session, conds, page, page_size, starts)
+    if sort.is_default:
+        starts = None
+        if cache is not None and (page - 1) * page_size >= DEEP_OFFSET:
+            # Built before plan_for_one_page: numbering every match wants a sort on PostgreSQL.
+            starts = cache.get_or_compute(
+                ("page_starts", *version_key(bench), flt, page_size),
+                lambda: _page_starts(session, facets, flt, dialect, page_size),
+            )
+        plan_for_one_page(session)
+        keys = _page_keys(session, conds, page, page_size, starts)
+    else:
+        keys = _sorted_page_keys(session, conds, sort_key(facets, sort), sort, page, page_size)
     # Rows are built from typed columns above; validating 50 nested dicts again would cost
     # as much as reading them.
     table = InstancePage.model_construct(
         benchmark=bench.name,
         filter=flt,
+        sort=str(sort),
         page=page,
         page_size=page_size,
         total=total,
@@ -171,17 +186,20 @@ def benchmark_view(
     return BenchmarkView(facets=facets, table=table)
 
 
+_NATURAL_ORDER = (Instance.sort_key, Instance.id)
+
+
 def _page_keys(
     session: Session,
     conds: Sequence[ColumnElement[bool]],
     page: int,
     page_size: int,
-    starts: Sequence[str] | None,
+    starts: Sequence[tuple[str, int]] | None,
 ) -> list[str]:
-    """External ids on ``page``, found from its first key when ``starts`` lists them."""
-    # The page is chosen by external id alone: the unique (benchmark_id, external_id) index
-    # answers it without reading table rows (PostgreSQL cannot cover `id` with it).
-    query = select(Instance.external_id).where(*conds).order_by(Instance.external_id)
+    """External ids on ``page`` in natural order (seeking its first key if ``starts`` lists it)."""
+    # The (benchmark_id, sort_key) index gives the order; the id only breaks ties between
+    # ids that differ in leading zeros.
+    query = select(Instance.external_id).where(*conds).order_by(*_NATURAL_ORDER)
     if starts is None:
         query = query.offset((page - 1) * page_size)
     elif page > len(starts):
@@ -189,29 +207,52 @@ def _page_keys(
     else:
         # A deep OFFSET walks and filters every row before the page (2-4 ms per request at
         # 100,000 instances); seeking to the page's first key reads one page's worth.
-        query = query.where(Instance.external_id >= starts[page - 1])
+        key, iid = starts[page - 1]
+        query = query.where(
+            or_(Instance.sort_key > key, and_(Instance.sort_key == key, Instance.id >= iid))
+        )
     return list(session.connection().scalars(query.limit(page_size)))
+
+
+def _sorted_page_keys(
+    session: Session,
+    conds: Sequence[ColumnElement[bool]],
+    key: ColumnElement[object],
+    sort: TableSort,
+    page: int,
+    page_size: int,
+) -> list[str]:
+    """External ids on ``page`` of the table ordered by ``key`` (nulls last), then id."""
+    query = (
+        select(Instance.external_id)
+        .where(*conds)
+        .order_by(*ordering(key, sort.descending))
+        .offset((page - 1) * page_size)
+        .limit(page_size)
+    )
+    return list(session.connection().scalars(query))
 
 
 def _page_starts(
     session: Session, facets: BenchmarkFacets, flt: InstanceFilter, dialect: str, page_size: int
-) -> list[str]:
-    """The first external id of every page of the filtered table, in one numbered scan."""
+) -> list[tuple[str, int]]:
+    """``(sort key, id)`` of the first row of every page of the filtered table, in one scan."""
     counting = filter_conditions(facets, flt, dialect, counting=True)
     numbered = (
         select(
-            Instance.external_id,
-            func.row_number().over(order_by=Instance.external_id).label("n"),
+            Instance.sort_key,
+            Instance.id,
+            func.row_number().over(order_by=_NATURAL_ORDER).label("n"),
         )
         .where(*counting)
         .subquery()
     )
     query = (
-        select(numbered.c.external_id)
+        select(numbered.c.sort_key, numbered.c.id)
         .where((numbered.c.n - 1) % page_size == 0)
-        .order_by(numbered.c.external_id)
+        .order_by(numbered.c.sort_key, numbered.c.id)
     )
-    return list(session.connection().scalars(query))
+    return [(key, iid) for key, iid in session.connection().execute(query)]
 
 
 _IDS = bindparam("ids", expanding=True)

@@ -16,7 +16,7 @@ from app.services.answer_matrix import ANSWER_LABEL
 from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
 from app.services.comments import thread
-from app.services.facets import FLIP_PREFIX, benchmark_facets
+from app.services.facets import FLIP_PREFIX, BenchmarkFacets, benchmark_facets
 from app.services.instance_answers import ItemAnswers, item_answers
 from app.services.instance_filter import (
     InstanceFilter,
@@ -24,6 +24,7 @@ from app.services.instance_filter import (
     plan_for_one_page,
     resolve_filter,
 )
+from app.services.instance_sort import TableSort, beyond, ordering, resolve_sort, sort_key
 from app.services.payload_fields import SHOWN_APART, SLICE_FIELDS, TEXT_FIELDS
 from app.services.resolution import fold, latest_events
 from app.tables import Detector, Instance, Judgment, LabelEvent, Order, Score
@@ -128,6 +129,7 @@ class InstanceDetail(BaseModel):
     scores: list[ScoreView]
     filter: InstanceFilter
     neighbours: Neighbours
+    sort: str = str(TableSort())
     instance_id: int = 0
     comments: list[CommentView] = []
     answers: ItemAnswers | None = None
@@ -200,8 +202,9 @@ def instance_detail(
     flt: InstanceFilter | None = None,
     *,
     cache: VersionedCache | None = None,
+    sort: TableSort | None = None,
 ) -> InstanceDetail:
-    """Instance ``external_id`` of ``benchmark`` with its neighbours under ``flt``.
+    """Instance ``external_id`` of ``benchmark`` with its neighbours under ``flt`` and ``sort``.
 
     Parameters
     ----------
@@ -215,6 +218,8 @@ def instance_detail(
         The table view the reviewer came from; previous/next follow it.
     cache : VersionedCache, optional
         Memo for the benchmark's facets.
+    sort : TableSort, optional
+        The table's order; previous/next follow it (default: natural order of external ids).
 
     Returns
     -------
@@ -225,7 +230,7 @@ def instance_detail(
     NotFound
         No such benchmark or instance.
     InvalidInput
-        ``flt`` names something the benchmark does not have.
+        ``flt`` or ``sort`` names something the benchmark does not have.
 
     """
     bench = get_benchmark(session, benchmark)
@@ -239,6 +244,7 @@ def instance_detail(
         raise NotFound(f"no instance {external_id!r} in benchmark {benchmark!r}")
     facets = benchmark_facets(session, bench, cache)
     flt = resolve_filter(facets, flt or InstanceFilter())
+    sort = resolve_sort(facets, sort or TableSort())
     by_instance = {"instance_id": inst.id}
 
     histories: dict[str, list[LabelEventView]] = {}
@@ -283,20 +289,7 @@ def instance_detail(
         ScoreView(detector=name, kind=kind, score=score, details=details, created_at=created_at)
         for name, kind, score, details, created_at in conn.execute(_SCORES, by_instance)
     ]
-    conds = filter_conditions(facets, flt, session.get_bind().dialect.name)
-    plan_for_one_page(session)
-    previous = conn.scalar(
-        select(Instance.external_id)
-        .where(*conds, Instance.external_id < external_id)
-        .order_by(Instance.external_id.desc())
-        .limit(1)
-    )
-    following = conn.scalar(
-        select(Instance.external_id)
-        .where(*conds, Instance.external_id > external_id)
-        .order_by(Instance.external_id)
-        .limit(1)
-    )
+    previous, following = _neighbours(session, facets, flt, sort, inst.id)
     return InstanceDetail(
         benchmark=bench.name,
         kind=bench.kind,
@@ -306,7 +299,37 @@ def instance_detail(
         scores=scores,
         filter=flt,
         neighbours=Neighbours(previous=previous, next=following),
+        sort=str(sort),
         instance_id=inst.id,
         comments=comments,
         answers=item_answers(session, bench, inst.id, inst.payload, current.get(ANSWER_LABEL)),
     )
+
+
+def _neighbours(
+    session: Session,
+    facets: BenchmarkFacets,
+    flt: InstanceFilter,
+    sort: TableSort,
+    instance_id: int,
+) -> tuple[str | None, str | None]:
+    """External ids before and after instance ``instance_id`` in the filtered, sorted table."""
+    conn = session.connection()
+    conds = filter_conditions(facets, flt, session.get_bind().dialect.name)
+    key = sort_key(facets, sort)
+    value = conn.scalar(select(key).where(Instance.id == instance_id))
+    if sort.is_default:
+        plan_for_one_page(session)
+    found = []
+    for backwards in (True, False):
+        found.append(
+            conn.scalar(
+                select(Instance.external_id)
+                .where(
+                    *conds, beyond(key, value, instance_id, sort.descending, backwards=backwards)
+                )
+                .order_by(*ordering(key, sort.descending, backwards=backwards))
+                .limit(1)
+            )
+        )
+    return found[0], found[1]

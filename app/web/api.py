@@ -11,15 +11,17 @@ from app.services.browse import MAX_PAGE_SIZE, InstancePage, benchmark_view
 from app.services.facets import BenchmarkFacets, BenchmarkSummary, describe_benchmark
 from app.services.facets import list_benchmarks as list_benchmark_summaries
 from app.services.instance_filter import InstanceFilter
+from app.services.instance_sort import TableSort
 from app.services.instances import InstanceDetail, instance_detail
 from app.web.deps import ReadCache, StoreDep
-from app.web.filters import instance_filter
+from app.web.filters import instance_filter, table_sort
 from app.web.lane import Lane
 from app.web.routers import json_router
 
 router = json_router("benchmarks")
 
 Filter = Annotated[InstanceFilter, Depends(instance_filter)]
+Sort = Annotated[TableSort, Depends(table_sort)]
 
 
 @router.get("/benchmarks")
@@ -43,20 +45,33 @@ async def list_instances(
     cache: ReadCache,
     lane: Lane,
     flt: Filter,
+    sort: Sort,
     page: Annotated[int, Query(ge=1, le=10_000_000, description="1-based page.")] = 1,
     page_size: Annotated[
         int | None, Query(ge=1, le=MAX_PAGE_SIZE, description="Rows per page.")
     ] = None,
 ) -> InstancePage:
-    """One page of the benchmark's instances, ordered by external id, with the filtered total."""
+    """One page of the benchmark's instances in ``sort`` order, with the filtered total.
+
+    ``sort=-score:DETECTOR&page_size=20`` gives the 20 highest-scored items; the default
+    order is the natural order of external ids (``x:2`` before ``x:10``).
+    """
     size = page_size or store.settings.page_size
-    view = await lane.read(store, benchmark_view, name, flt, page=page, page_size=size, cache=cache)
+    view = await lane.read(
+        store, benchmark_view, name, flt, page=page, page_size=size, cache=cache, sort=sort
+    )
     return view.table
 
 
 @router.get("/benchmarks/{name}/instances/{external_id:path}")
 async def get_instance(
-    name: str, external_id: str, store: StoreDep, cache: ReadCache, lane: Lane, flt: Filter
+    name: str,
+    external_id: str,
+    store: StoreDep,
+    cache: ReadCache,
+    lane: Lane,
+    flt: Filter,
+    sort: Sort,
 ) -> InstanceDetail:
     """One instance with payload, label histories, judge outputs, scores and neighbours."""
-    return await lane.read(store, instance_detail, name, external_id, flt, cache=cache)
+    return await lane.read(store, instance_detail, name, external_id, flt, cache=cache, sort=sort)

@@ -6,6 +6,7 @@ loops and macros (several times faster); data is always escaped (``escape`` or `
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -80,11 +81,27 @@ def table_columns(facets: BenchmarkFacets) -> TableColumns:
     )
 
 
+def score_text(value: float) -> str:
+    """A score as shown: 3 decimals (3 significant digits when that would read 0.000)."""
+    if math.isnan(value):
+        return "NaN"
+    if value != 0 and abs(value) < 0.0005:
+        return f"{value:.3g}"
+    return f"{value:,.3f}"
+
+
+def score_markup(value: float | None) -> Markup:
+    """A score for any page: :func:`score_text`, with the full value on hover (its title)."""
+    if value is None:
+        return _NONE
+    return Markup('<span class="score" title="%s">%s</span>') % (repr(value), score_text(value))
+
+
 def _score_cell(value: float | None, first: bool) -> str:
     cls = "num judge-start" if first else "num"
     if value is None:
         return f'<td class="{cls}"></td>'
-    return f'<td class="{cls}" title="{value!r}">{value:,.3f}</td>'
+    return f'<td class="{cls}" title="{value!r}">{score_text(value)}</td>'
 
 
 def _verdict_cells(row: InstanceRow, cols: TableColumns, out: list[str]) -> None:

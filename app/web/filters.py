@@ -14,6 +14,7 @@ from pydantic import BeforeValidator
 
 from app.services.filter_query import filter_from_params
 from app.services.instance_filter import FlipState, InstanceFilter
+from app.services.instance_sort import SORT_HELP, TableSort
 from app.tables import Choice
 
 
@@ -94,6 +95,13 @@ async def instance_filter(
         score_min=score_min,
         score_max=score_max,
     )
+
+
+async def table_sort(
+    sort: Annotated[str | None, Query(description=SORT_HELP, max_length=400)] = None,
+) -> TableSort:
+    """Parse the table's ``sort`` parameter (InvalidInput on an unknown field)."""
+    return TableSort.parse(sort)
 
 
 def _number(x: float) -> str:

@@ -12,10 +12,11 @@ from app.services.browse import benchmark_view
 from app.services.cache import VersionedCache
 from app.services.facets import list_benchmarks
 from app.services.instance_filter import InstanceFilter
+from app.services.instance_sort import TableSort
 from app.services.instances import instance_detail
 from app.store import Store
 from app.web.deps import ReadCache, StoreDep
-from app.web.filters import instance_filter
+from app.web.filters import instance_filter, table_sort
 from app.web.lane import Lane
 from app.web.routers import page_router
 from app.web.templating import is_fragment_request, render
@@ -24,6 +25,7 @@ from app.web.urls import benchmark_url, instance_url
 router = page_router()
 
 Filter = Annotated[InstanceFilter, Depends(instance_filter)]
+Sort = Annotated[TableSort, Depends(table_sort)]
 Page = Annotated[int, Query(ge=1, le=10_000_000, description="1-based page number.")]
 
 
@@ -43,10 +45,11 @@ async def benchmark_page(
     cache: ReadCache,
     lane: Lane,
     flt: Filter,
+    sort: Sort,
     page: Page = 1,
 ) -> HTMLResponse:
-    """The filtered instance table; htmx gets the table fragment and the canonical URL."""
-    return await lane.run(_benchmark_page, request, name, store, cache, flt, page)
+    """The filtered, sorted instance table; htmx gets the table fragment and the canonical URL."""
+    return await lane.run(_benchmark_page, request, name, store, cache, flt, sort, page)
 
 
 def _benchmark_page(
@@ -55,15 +58,22 @@ def _benchmark_page(
     store: Store,
     cache: VersionedCache,
     flt: InstanceFilter,
+    sort: TableSort,
     page: int,
 ) -> HTMLResponse:
     with transaction(store.factory) as session:
         view = benchmark_view(
-            session, name, flt, page=page, page_size=store.settings.page_size, cache=cache
+            session,
+            name,
+            flt,
+            page=page,
+            page_size=store.settings.page_size,
+            cache=cache,
+            sort=sort,
         )
     headers = {}
     if is_fragment_request(request):
-        headers["HX-Push-Url"] = benchmark_url(name, view.table.filter, page)
+        headers["HX-Push-Url"] = benchmark_url(name, view.table.filter, page, view.table.sort)
     return render(
         request, "benchmark.html", {"view": view}, fragment="_table.html", headers=headers
     )
@@ -78,10 +88,11 @@ async def instance_page(
     cache: ReadCache,
     lane: Lane,
     flt: Filter,
+    sort: Sort,
     page: Annotated[int | None, Query(ge=1, description="Table page to go back to.")] = None,
 ) -> HTMLResponse:
     """One instance in full; previous/next follow the table view the reviewer came from."""
-    return await lane.run(_instance_page, request, name, external_id, store, cache, flt, page)
+    return await lane.run(_instance_page, request, name, external_id, store, cache, flt, sort, page)
 
 
 def _instance_page(
@@ -91,13 +102,14 @@ def _instance_page(
     store: Store,
     cache: VersionedCache,
     flt: InstanceFilter,
+    sort: TableSort,
     page: int | None,
 ) -> HTMLResponse:
     with transaction(store.factory) as session:
-        detail = instance_detail(session, name, external_id, flt, cache=cache)
+        detail = instance_detail(session, name, external_id, flt, cache=cache, sort=sort)
     headers = {}
     if is_fragment_request(request):
-        headers["HX-Push-Url"] = instance_url(name, external_id, detail.filter, page)
+        headers["HX-Push-Url"] = instance_url(name, external_id, detail.filter, page, detail.sort)
     return render(
         request,
         "instance.html",

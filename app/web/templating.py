@@ -14,6 +14,7 @@ from starlette.responses import HTMLResponse
 
 from app.services.metric_matrix import HEADLINE_METRICS, MATRIX_METRICS
 from app.web import cells, urls
+from app.web.markdown import render_markdown
 from app.web.filters import query_string
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -42,6 +43,16 @@ def fmt_number(value: float | int | None, digits: int = 3) -> str:
     if math.isnan(value):
         return "NaN"
     return f"{value:,.{digits}f}"
+
+
+def fmt_score(value: float | None) -> Markup:
+    """The ``score`` filter: a score, probability or confidence as every page shows it.
+
+    Three decimals (three significant digits below 0.0005) with the full value in the title;
+    a muted dot when there is none. The instance table's cells use the same text
+    (:func:`app.web.cells.score_text`).
+    """
+    return cells.score_markup(None if value is None else float(value))
 
 
 def fmt_ci(ci: list[float] | None, digits: int = 3) -> str:
@@ -84,6 +95,8 @@ def make_templates(directory: Path = TEMPLATES_DIR) -> Jinja2Templates:
         lstrip_blocks=True,
     )
     env.filters["num"] = fmt_number
+    env.filters["score"] = fmt_score
+    env.filters["markdown"] = render_markdown
     env.filters["segment"] = urls.path_segment
     env.filters.update(cells.FILTERS)
     env.globals.update(cells.GLOBALS)

@@ -6,6 +6,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from app.services.instance_filter import InstanceFilter
+from app.services.instance_sort import DEFAULT_SORT
 from app.web.filters import query_string
 
 
@@ -16,9 +17,18 @@ def path_segment(value: str) -> str:
     return quote(value, safe="")
 
 
-def benchmark_url(name: str, flt: InstanceFilter | None = None, page: int | None = None) -> str:
-    """Path (with query) of the benchmark page showing ``flt`` at ``page``."""
-    return f"/benchmarks/{path_segment(name)}" + query_string(flt or InstanceFilter(), page=page)
+def benchmark_url(
+    name: str, flt: InstanceFilter | None = None, page: int | None = None, sort: str | None = None
+) -> str:
+    """Path (with query) of the benchmark page showing ``flt`` at ``page`` in order ``sort``."""
+    return f"/benchmarks/{path_segment(name)}" + query_string(
+        flt or InstanceFilter(), page=page, sort=_sort_param(sort)
+    )
+
+
+def _sort_param(sort: str | None) -> str | None:
+    # The default order stays out of URLs, so equal views keep equal URLs.
+    return None if not sort or sort == DEFAULT_SORT else sort
 
 
 def instance_url(
@@ -26,16 +36,19 @@ def instance_url(
     external_id: str,
     flt: InstanceFilter | None = None,
     page: int | None = None,
+    sort: str | None = None,
 ) -> str:
-    """Path of an instance page; the filter and page travel along for previous/next and back."""
+    """Path of an instance page; filter, page and sort travel along for previous/next and back."""
     return f"/benchmarks/{path_segment(name)}/instances/{path_segment(external_id)}" + query_string(
-        flt or InstanceFilter(), page=page
+        flt or InstanceFilter(), page=page, sort=_sort_param(sort)
     )
 
 
-def api_instances_url(name: str, flt: InstanceFilter | None = None) -> str:
+def api_instances_url(name: str, flt: InstanceFilter | None = None, sort: str | None = None) -> str:
     """Path of the JSON view of the same table."""
-    return f"/api/benchmarks/{path_segment(name)}/instances" + query_string(flt or InstanceFilter())
+    return f"/api/benchmarks/{path_segment(name)}/instances" + query_string(
+        flt or InstanceFilter(), sort=_sort_param(sort)
+    )
 
 
 def with_query(path: str, params: dict[str, Any]) -> str:

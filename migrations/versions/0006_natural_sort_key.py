@@ -1,0 +1,63 @@
+"""Instances: a stored natural sort key of the external id (``x:2`` before ``x:10``).
+
+Revision ID: 0006
+Revises: 0004
+Create Date: 2026-12-01 12:00:00
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+from app.natural_sort import MAX_KEY_LENGTH, natural_key
+
+revision: str = "0006"
+# 0005 is being written at the same time; point this at it once it exists.
+down_revision: str | None = "0004"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+_KEY = sa.String(MAX_KEY_LENGTH).with_variant(
+    sa.String(MAX_KEY_LENGTH, collation="C"), "postgresql"
+)
+_BATCH = 5000
+
+
+def upgrade() -> None:
+    """Apply this revision: add the column, fill it from the external ids, index it."""
+    with op.batch_alter_table("instances", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("sort_key", _KEY, nullable=True))
+    conn = op.get_bind()
+    instances = sa.table(
+        "instances", sa.column("id", sa.Integer), sa.column("external_id"), sa.column("sort_key")
+    )
+    update = (
+        instances.update()
+        .where(instances.c.id == sa.bindparam("row_id"))
+        .values(sort_key=sa.bindparam("key"))
+    )
+    last = 0
+    while True:
+        rows = conn.execute(
+            sa.select(instances.c.id, instances.c.external_id)
+            .where(instances.c.id > last)
+            .order_by(instances.c.id)
+            .limit(_BATCH)
+        ).all()
+        if not rows:
+            break
+        conn.execute(update, [{"row_id": i, "key": natural_key(ext)} for i, ext in rows])
+        last = rows[-1][0]
+    with op.batch_alter_table("instances", schema=None) as batch_op:
+        batch_op.alter_column("sort_key", existing_type=_KEY, nullable=False)
+        batch_op.create_index(
+            batch_op.f("ix_instances_benchmark_id_sort_key"), ["benchmark_id", "sort_key"]
+        )
+
+
+def downgrade() -> None:
+    """Revert this revision."""
+    with op.batch_alter_table("instances", schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f("ix_instances_benchmark_id_sort_key"))
+        batch_op.drop_column("sort_key")
