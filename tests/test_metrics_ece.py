@@ -125,7 +125,7 @@ def test_matrix_page_has_an_ece_column(client: TestClient) -> None:
     assert len(rows) == 3
     for row in (r for r in api["rows"] if r["slice"] is None):
         lo, hi = row["ece_ci"]
-        assert rows[row["detector"]][-1] == f"{row['ece']:,.3f}{lo:.3f}\u2013{hi:.3f}"
+        assert rows[row["detector"]][-1] == f"{row['ece']:,.3f}[{lo:.3f}, {hi:.3f}]"
 
 
 def test_paired_differences_include_ece(factory: sessionmaker[Session]) -> None:

@@ -88,7 +88,7 @@ def test_metrics_page_shows_judge_summary_and_service_numbers(
         assert got[1] == f"{x['n']:,}"
         for col, key in ((3, "auroc"), (4, "auprc"), (5, "brier")):
             lo, hi = x[f"{key}_ci"]
-            assert got[col] == f"{x[key]:,.3f}{lo:.3f}\u2013{hi:.3f}"
+            assert got[col] == f"{x[key]:,.3f}[{lo:.3f}, {hi:.3f}]"
         # Choice-matched AUROC is undefined against `reference`: a dash with a reason.
         assert got[6] == "—"
     assert 'title="Choice-matched AUROC is undefined' in r.text
@@ -102,15 +102,18 @@ def test_metrics_page_shows_judge_summary_and_service_numbers(
 def test_metrics_slices_json_twin_and_fragment(client: TestClient) -> None:
     r = client.get(f"/benchmarks/judgebench/metrics?resamples={R}&slice=source&detector={REWARD}")
     assert r.status_code == 200
-    assert r.text.count('<tr class="macro"') == 1
-    assert r.text.count('<tr class="slice"') >= 2
+    # A detector x slice pivot per metric; the detectors table keeps the all-items rows.
+    pivots = re.findall(r'<table class="grid metric-pivot">(.*?)</table>', r.text, re.S)
+    assert pivots and all(p.count("<tr data-detector=") == 1 for p in pivots)
+    assert len(matrix_rows(r.text)) == 1
     api = client.get(
         "/api/benchmarks/judgebench/metrics",
         params={"resamples": R, "slice": "source", "detector": REWARD},
     ).json()
     assert api["slice_field"] == "source" and api["resamples"] == R
     slices = [x["slice"] for x in api["rows"] if x["slice"] not in (None, "(macro-average)")]
-    assert r.text.count('<tr class="slice"') == len(slices)
+    assert len(slices) >= 2 and pivots[0].count('<th class="num slice-name">') == len(slices)
+    assert '<th class="num macro">macro-average</th>' in pivots[0]
     frag = client.get(f"/benchmarks/judgebench/metrics?resamples={R}", headers=HX)
     assert frag.text.lstrip().startswith('<section id="results"') and "<html" not in frag.text
 

@@ -159,18 +159,53 @@ def _draw(plots: MetricsPlots) -> dict[str, Any]:
     }
 
 
-def _row_links(name: str, report: dict[str, Any]) -> dict[int, dict[str, str]]:
-    """Per metric row: where its detector name and its n lead in the instance table."""
-    out: dict[int, dict[str, str]] = {}
-    field = report["slice_field"]
-    for i, row in enumerate(report["rows"]):
-        slices: tuple[SliceCondition, ...] = ()
-        if field and row["slice"] not in (None, MACRO, MISSING_SLICE):
-            slices = (SliceCondition(field=field, value=row["slice"]),)
-        flt = InstanceFilter(score_detector=row["detector"], slices=slices)
-        out[i] = {"detector": benchmark_url(name, InstanceFilter(score_detector=row["detector"]))}
-        out[i]["n"] = benchmark_url(name, flt)
-    return out
+@dataclass(frozen=True)
+class LinkedRow:
+    """A report row with where its detector name and its n lead in the instance table."""
+
+    row: dict[str, Any]
+    detector_url: str
+    n_url: str
+
+
+def _linked(name: str, field: str | None, row: dict[str, Any]) -> LinkedRow:
+    slices: tuple[SliceCondition, ...] = ()
+    if field and row["slice"] not in (None, MACRO, MISSING_SLICE):
+        slices = (SliceCondition(field=field, value=row["slice"]),)
+    detector = InstanceFilter(score_detector=row["detector"])
+    n = InstanceFilter(score_detector=row["detector"], slices=slices)
+    return LinkedRow(row, benchmark_url(name, detector), benchmark_url(name, n))
+
+
+@dataclass(frozen=True)
+class Pivot:
+    """The sliced rows as a detector x slice table: per detector, all items, each slice, macro.
+
+    ``rows`` pairs each detector with its cells in column order: the all-items row, one row
+    per slice of ``slices`` (``None`` where the report has none) and the macro-average row.
+    """
+
+    field: str
+    slices: list[str]
+    rows: list[tuple[str, list[LinkedRow | None]]]
+
+
+def _matrix(name: str, report: dict[str, Any]) -> tuple[list[LinkedRow], Pivot | None]:
+    """The rows of the detectors table (all items) and, with a slice field, the pivot."""
+    field = report.get("slice_field")
+    linked = [_linked(name, field, row) for row in report["rows"]]
+    every = [r for r in linked if r.row["slice"] is None]
+    if not field:
+        return every, None
+    slices = list(dict.fromkeys(
+        r.row["slice"] for r in linked if r.row["slice"] not in (None, MACRO)
+    ))  # fmt: skip
+    columns: list[str | None] = [None, *slices, MACRO]
+    by_detector: dict[str, dict[str | None, LinkedRow]] = {}
+    for r in linked:
+        by_detector.setdefault(r.row["detector"], {})[r.row["slice"]] = r
+    rows = [(d, [cells.get(c) for c in columns]) for d, cells in by_detector.items()]
+    return every, Pivot(field, slices, rows)
 
 
 def _judge_links(name: str, judges: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
@@ -196,6 +231,7 @@ def metrics_page(
         query = params.query(name, facets)
         view = metrics_view(session, query)
     report = view.report
+    matrix, pivot = _matrix(name, report)
     context = {
         "name": name,
         "facets": facets,
@@ -209,7 +245,8 @@ def metrics_page(
         "label_modes": LABEL_MODES,
         "k": query.k,
         "plots": None if view.plots is None else _draw(view.plots),
-        "row_links": _row_links(name, report),
+        "matrix": matrix,
+        "pivot": pivot,
         "judge_links": _judge_links(name, report["judges"]),
         "columns": _columns(report),
     }
