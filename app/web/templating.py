@@ -79,6 +79,7 @@ _HELPERS = (
     urls.api_instances_url,
     urls.metrics_url,
     urls.disagreements_url,
+    urls.judge_form_url,
     fmt_ci,
     query_string,
     csrf_field,

@@ -67,6 +67,11 @@ def metrics_url(name: str, **params: Any) -> str:
     return with_query(f"/benchmarks/{path_segment(name)}/metrics", params)
 
 
+def judge_form_url(name: str) -> str:
+    """Path of the form that queues a judge job on a pairwise benchmark."""
+    return f"/benchmarks/{path_segment(name)}/judge"
+
+
 def disagreements_url(name: str, csv_export: bool = False, **params: Any) -> str:
     """Path of the disagreements page (or its CSV export) with ``params``."""
     suffix = "disagreements.csv" if csv_export else "disagreements"
