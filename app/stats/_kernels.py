@@ -33,7 +33,7 @@ class RankSums(NamedTuple):
 
 
 _CountMatrices = tuple[
-    sparse.csr_matrix, sparse.csr_matrix, NDArray[np.intp], NDArray[np.intp] | None
+    sparse.csc_matrix, sparse.csc_matrix, NDArray[np.intp], NDArray[np.intp] | None
 ]
 """A rank plan's negative bin counts, positive level counts and the levels' bin rows."""
 
@@ -132,7 +132,7 @@ class RankPlan:
         return w_level, neg_below, tied, cneg[:, -1].copy()
 
     def _binned(
-        self, weights: NDArray[np.integer], acc: type[np.number]
+        self, weights: NDArray[np.integer], acc: type[np.number], ws: Workspace
     ) -> tuple[NDArray, NDArray, NDArray | None, NDArray]:
         """Per-level inputs from unit weights through the plan's unit count matrices.
 
@@ -142,7 +142,7 @@ class RankPlan:
         the levels' offsets.
         """
         neg_counts, pos_counts, lt_rows, le_rows = self._count_matrices()
-        wt = np.ascontiguousarray(weights.T, dtype=np.float64)  # (n_units, c)
+        wt = ws.transposed(weights)  # (n_units, c)
         cum = np.zeros((neg_counts.shape[0] + 1, wt.shape[1]))
         np.cumsum(neg_counts @ wt, axis=0, out=cum[1:])
         # Back to (c, levels) rows of the accumulator's dtype, as _gathered gives them, so
@@ -161,12 +161,15 @@ class RankPlan:
             # Row j of the cumulated bins is the weight of the negatives below offsets[j].
             neg_bin = np.searchsorted(offsets, np.arange(n_neg), side="right") - 1
             shape = (max(offsets.size - 1, 0), self.n_units)
-            neg = sparse.csr_matrix((np.ones(n_neg), (neg_bin, self.neg_units)), shape=shape)
+            # Column-major (per unit): the product then reads each unit's resample weights
+            # once, in order, and scatters into the few bins it touches (twice as fast as
+            # row-major on 25,000 units).
+            neg = sparse.csc_matrix((np.ones(n_neg), (neg_bin, self.neg_units)), shape=shape)
             if self.level_starts is None:
                 level = np.arange(n_pos)
             else:
                 level = np.searchsorted(self.level_starts, np.arange(n_pos), side="right") - 1
-            pos = sparse.csr_matrix(
+            pos = sparse.csc_matrix(
                 (np.ones(n_pos), (level, self.pos_units)), shape=(self.neg_lt.size, self.n_units)
             )
             lt_rows = np.searchsorted(offsets, self.neg_lt)
@@ -202,7 +205,7 @@ class RankPlan:
         ws = workspace if workspace is not None else Workspace()
         acc = self._accumulator(weights)
         if weights.dtype.kind in "iub":
-            w_level, neg_below, below_or_tied, neg_total = self._binned(weights, acc)
+            w_level, neg_below, below_or_tied, neg_total = self._binned(weights, acc, ws)
         else:
             w_level, neg_below, below_or_tied, neg_total = self._gathered(weights, acc, ws)
         c = weights.shape[0]
@@ -247,6 +250,20 @@ class Workspace:
 
     def __init__(self) -> None:
         self._buffers: dict[tuple[str, str], NDArray[np.generic]] = {}
+        self._transposed: tuple[NDArray[np.number], NDArray[np.float64]] | None = None
+
+    def transposed(self, weights: NDArray[np.number]) -> NDArray[np.float64]:
+        """``weights`` (c, n_units) as a C-contiguous float64 (n_units, c) array.
+
+        The unit-level products of every kernel read the same resamples this way; the last
+        one is kept (with a reference to its source, so identity cannot be reused).
+        """
+        kept = self._transposed
+        if kept is not None and kept[0] is weights:
+            return kept[1]
+        out = np.ascontiguousarray(weights.T, dtype=np.float64)
+        self._transposed = (weights, out)
+        return out
 
     def get(self, name: str, shape: tuple[int, int], dtype: type[np.generic]) -> NDArray:
         """A C-contiguous array of ``shape`` and ``dtype`` with arbitrary contents."""
@@ -436,12 +453,15 @@ class UnitMeans:
         # rows, so replicates are bit-identical however a bootstrap is split up or which
         # detectors it is run with (a BLAS product blocks its sums by the matrix shapes).
         rows = np.vstack([unit_sizes.astype(np.float64)[None, :], np.asarray(unit_sums).T])
-        self._rows = sparse.csr_matrix(rows)
+        self._rows = sparse.csc_matrix(rows)
         self.k = rows.shape[0] - 1
 
-    def __call__(self, weights: NDArray[np.number]) -> NDArray[np.float64]:
+    def __call__(
+        self, weights: NDArray[np.number], workspace: Workspace | None = None
+    ) -> NDArray[np.float64]:
         """Means for each row of ``weights`` (c, n_units): shape (c, k), NaN where no weight."""
-        sums = self._rows @ np.ascontiguousarray(weights.T, dtype=np.float64)  # (k + 1, c)
+        ws = workspace if workspace is not None else Workspace()
+        sums = self._rows @ ws.transposed(weights)  # (k + 1, c)
         totals = sums[0][:, None]
         out = np.full((weights.shape[0], self.k), np.nan)
         np.divide(sums[1:].T, totals, out=out, where=totals > 0)
