@@ -378,7 +378,7 @@ class _Engine:
             workspace = self._local.workspace = _kernels.Workspace()
         out: dict[str, NDArray[np.float64]] = {}
         if self.unit_means is not None:
-            means = self.unit_means(weights)
+            means = self.unit_means(weights, workspace)
             for metric, additive, slots in self.additive:
                 values = np.stack([additive.reduce(means[:, slot]) for slot in slots])
                 out[metric.name] = np.broadcast_to(values, (self.k, c))
@@ -564,7 +564,7 @@ def group_bootstrap(
         seed,
         resamples,
         n_units,
-        max(request.n, n_units),
+        n_units,  # the kernels' working arrays are per unit and score level, not per item
         threads=_thread_count(n_threads),
         chunk_size=chunk_size,
     )
@@ -729,7 +729,7 @@ def sliced_group_bootstrap(
         seed,
         resamples,
         sizes,
-        max(request.n, int(offsets[-1])),
+        int(offsets[-1]),  # working arrays per unit and score level, not per item
         threads=_thread_count(n_threads),
         chunk_size=None,
     )
