@@ -79,10 +79,12 @@ def test_metrics_page_shows_judge_summary_and_service_numbers(
     )
     linked = client.get(html.unescape(flips_href.group(1)))
     assert re.search(r"\b110\b", linked.text)
-    # Each reward model's AUROC / AUPRC / Brier equal the service's, interval included.
+    # Each detector's AUROC / AUPRC / Brier equal the service's, interval included: the three
+    # reward models and o1-mini (its two-order score).
     rows = matrix_rows(r.text)
     expected = [x for x in report["rows"] if x["slice"] is None]
-    assert set(rows) == {x["detector"] for x in expected} and len(rows) == 3
+    assert set(rows) == {x["detector"] for x in expected} and len(rows) == 4
+    assert O1_MINI_JUDGE in rows
     for x in expected:
         got = rows[x["detector"]]
         assert got[1] == f"{x['n']:,}"
@@ -94,8 +96,8 @@ def test_metrics_page_shows_judge_summary_and_service_numbers(
     assert 'title="Choice-matched AUROC is undefined' in r.text
     # Plots: one ROC and one PR polyline per detector, a histogram per detector.
     roc = re.search(r'<svg class="plot roc".*?</svg>', r.text, re.S)
-    assert roc is not None and roc.group(0).count('<polyline class="curve"') == 3
-    assert r.text.count('<svg class="plot histogram"') == 3
+    assert roc is not None and roc.group(0).count('<polyline class="curve"') == 4
+    assert r.text.count('<svg class="plot histogram"') == 4
     assert '<svg class="plot reliability"' in r.text and '<svg class="plot pr"' in r.text
 
 

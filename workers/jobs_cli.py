@@ -175,9 +175,15 @@ def judge(
     judge_name: JudgeNameOption = "",
     orders: Annotated[str, typer.Option("--orders", help="AB, BA or AB,BA.")] = "AB,BA",
     repeat_subset: Annotated[
-        int, typer.Option("--repeat-subset", help="Judge AB again on the first N pairs.")
+        int, typer.Option("--repeat-subset", help="Judge AB again on N of the pairs.")
     ] = 0,
-    limit: Annotated[int | None, typer.Option("--limit", help="First N pairs only.")] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit", help="A seeded sample of N pairs (those other detectors scored first)."
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the --limit sample.")] = 0,
     mode: Annotated[
         str | None,
         typer.Option(

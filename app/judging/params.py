@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
@@ -13,7 +14,7 @@ from app.services import jobs
 from app.services.benchmarks import get_benchmark
 from app.services.language_models import get_language_model
 from app.services.model_runs import RunDetector
-from app.tables import BenchmarkKind, Job, Order
+from app.tables import Benchmark, BenchmarkKind, Job, Order
 
 JUDGE_JOB = "judge"
 MODES = ("generate", "forced", "calibrated")
@@ -26,7 +27,9 @@ class JudgeParams:
     """What to judge, with which model and how (see ``appellate judge --help`` for each field).
 
     ``model`` names a registered local model (backend ``local``) or the model id on an
-    OpenAI-compatible server at ``base_url`` (backend ``remote``).
+    OpenAI-compatible server at ``base_url`` (backend ``remote``). With a ``limit``, the pairs
+    are a sample of that size drawn with ``seed`` that prefers pairs other detectors scored
+    (:func:`app.judging.sampling.sample_pairs`); without one, every pair.
     """
 
     benchmark: str
@@ -37,6 +40,7 @@ class JudgeParams:
     orders: list[str] = field(default_factory=lambda: list(_ORDERS))
     repeat_subset: int = 0
     limit: int | None = None
+    seed: int = 0
     mode: str = "generate"
     max_new_tokens: int = 256
     reasoning_tokens: int = 0
@@ -58,6 +62,7 @@ class JudgeParams:
             (len(set(self.orders)) == len(self.orders), "orders", "repeats an order"),
             (self.repeat_subset >= 0, "repeat_subset", "must be 0 or more"),
             (self.limit is None or self.limit >= 1, "limit", "must be at least 1"),
+            (self.seed >= 0, "seed", "must be 0 or more"),
             (self.max_new_tokens >= 1, "max_new_tokens", "must be at least 1"),
             (self.reasoning_tokens >= 0, "reasoning_tokens", "must be 0 or more"),
             (self.batch_size >= 1, "batch_size", "must be at least 1"),
@@ -124,6 +129,12 @@ def default_mode(session: Session, model: str, backend: str = "local") -> str:
     details = get_language_model(session, model).details or {}
     mode = details.get("judge_mode", "generate")
     return mode if mode in MODES else "generate"
+
+
+def judgeable_benchmarks(session: Session) -> list[str]:
+    """Names of the pairwise benchmarks (those a judge job can run on), sorted."""
+    q = select(Benchmark.name).where(Benchmark.kind == BenchmarkKind.pairwise.value)
+    return list(session.scalars(q.order_by(Benchmark.name)))
 
 
 def enqueue_judge(session: Session, params: JudgeParams) -> Job:

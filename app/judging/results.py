@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from app.errors import InvalidInput
 from app.judging.params import JudgeParams
 from app.judging.protocol import identity
+from app.judging.sampling import sample_pairs
 from app.services.benchmarks import bump_data_version
 from app.services.flips import recompute_flips
 from app.services.model_runs import run_items
@@ -65,8 +66,9 @@ def plan_units(
 ) -> JudgePlan:
     """The units of a judge job and which are not judged yet (creates the judge detector).
 
-    The first ``limit`` pairs by id are judged in ``orders``; the first ``repeat_subset`` of them
-    also get an ``AB-repeat`` judgment (the determinism control).
+    A seeded sample of ``limit`` pairs (every pair without a limit) is judged in ``orders``;
+    the first ``repeat_subset`` of them also get an ``AB-repeat`` judgment (the determinism
+    control).
 
     Raises
     ------
@@ -74,7 +76,12 @@ def plan_units(
         If a pair lacks its prompt or responses.
 
     """
-    run = run_items(session, params, detector_details)
+
+    def choose(s: Session, benchmark_id: int, detector_id: int) -> list[int]:
+        assert params.limit is not None  # run_items chooses only with a limit
+        return sample_pairs(s, benchmark_id, detector_id, params.limit, params.seed)
+
+    run = run_items(session, params, detector_details, choose)
     units: list[Unit] = []
     for n, (instance_id, external_id, payload) in enumerate(run.rows):
         texts = [payload.get(k) for k in ("prompt", "response_a", "response_b")]

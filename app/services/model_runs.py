@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -45,8 +46,22 @@ class RunItems:
     rows: list[tuple[int, str, dict[str, Any]]]
 
 
-def run_items(session: Session, params: RunParams, details: dict[str, Any]) -> RunItems:
-    """The run's items (its benchmark's first ``limit`` by id) and detector (created if new).
+# (session, benchmark id, run detector id) -> the ids of the run's items, in run order.
+ItemChooser = Callable[[Session, int, int], list[int]]
+# Ids per IN list: far below every backend's limit on bound parameters.
+_ID_CHUNK = 5000
+
+
+def run_items(
+    session: Session,
+    params: RunParams,
+    details: dict[str, Any],
+    choose: ItemChooser | None = None,
+) -> RunItems:
+    """The run's items and detector (created if new).
+
+    The items are the benchmark's first ``limit`` by id, or those ``choose`` picks (in its
+    order) when a limit is set.
 
     Raises
     ------
@@ -62,5 +77,12 @@ def run_items(session: Session, params: RunParams, details: dict[str, Any]) -> R
     q = select(Instance.id, Instance.external_id, Instance.payload).where(
         Instance.benchmark_id == bench.id
     )
-    rows = session.execute(q.order_by(Instance.id).limit(params.limit))
-    return RunItems(bench.id, run.id, [(i, e, p) for i, e, p in rows])
+    if choose is None or params.limit is None:
+        rows = session.execute(q.order_by(Instance.id).limit(params.limit))
+        return RunItems(bench.id, run.id, [(i, e, p) for i, e, p in rows])
+    ids = choose(session, bench.id, run.id)
+    found: dict[int, tuple[int, str, dict[str, Any]]] = {}
+    for start in range(0, len(ids), _ID_CHUNK):
+        chunk = q.where(Instance.id.in_(ids[start : start + _ID_CHUNK]))
+        found.update((i, (i, e, p)) for i, e, p in session.execute(chunk))
+    return RunItems(bench.id, run.id, [found[i] for i in ids])

@@ -10,12 +10,13 @@ from pydantic import BaseModel, Field
 from starlette.responses import HTMLResponse, Response
 
 from app.db import transaction
-from app.judging.params import JudgeParams, default_mode, enqueue_judge
+from app.judging.params import JudgeParams, default_mode, enqueue_judge, judgeable_benchmarks
 from app.services import jobs
 from app.services.benchmarks import get_benchmark
 from app.services.language_models import list_language_models
 from app.tables import Job
 from app.web.deps import StoreDep
+from app.web.job_links import job_links
 from app.web.responses import redirect_after_post
 from app.web.routers import json_router, page_router
 from app.web.templating import render
@@ -56,7 +57,10 @@ class JudgeRequest(BaseModel):
     judge: str = ""
     orders: list[str] = Field(default_factory=lambda: ["AB", "BA"])
     repeat_subset: int = _DEFAULTS["repeat_subset"]
-    limit: int | None = _DEFAULTS["limit"]
+    limit: int | None = Field(
+        _DEFAULTS["limit"], description="A seeded sample of N pairs; default: every pair."
+    )
+    seed: int = _DEFAULTS["seed"]
     max_new_tokens: int = _DEFAULTS["max_new_tokens"]
     reasoning_tokens: int = _DEFAULTS["reasoning_tokens"]
     batch_size: int = _DEFAULTS["batch_size"]
@@ -80,16 +84,18 @@ def jobs_page(request: Request, store: StoreDep, status: str | None = None) -> H
     with transaction(store.factory) as session:
         rows = jobs.list_jobs(session, status=status or None)
         active = jobs.active_jobs_exist(session)
-    context = {"jobs": rows, "active": active, "status": status or ""}
+        pairwise = judgeable_benchmarks(session)
+    context = {"jobs": rows, "active": active, "status": status or "", "pairwise": pairwise}
     return render(request, "jobs.html", context, fragment="_jobs_table.html")
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
 def job_page(request: Request, job_id: int, store: StoreDep) -> HTMLResponse:
-    """One job: parameters, live progress, error, result, and its cancel/retry buttons."""
+    """One job: parameters, live progress, error, result, links to its output, cancel/retry."""
     with transaction(store.factory) as session:
         job = jobs.get_job(session, job_id)
-    return render(request, "job.html", {"job": job}, fragment="_job.html")
+    context = {"job": job, "links": job_links(job)}
+    return render(request, "job.html", context, fragment="_job.html")
 
 
 @router.post("/jobs/{job_id}/cancel")
@@ -131,6 +137,7 @@ def judge_submit(
     orders: Annotated[str, Form()] = "AB,BA",
     repeat_subset: Annotated[int, Form(ge=0)] = _DEFAULTS["repeat_subset"],
     limit: Annotated[int | None, Form(ge=1)] = _DEFAULTS["limit"],
+    seed: Annotated[int, Form(ge=0)] = _DEFAULTS["seed"],
     max_new_tokens: Annotated[int, Form(ge=1)] = _DEFAULTS["max_new_tokens"],
     reasoning_tokens: Annotated[int, Form(ge=0)] = _DEFAULTS["reasoning_tokens"],
     batch_size: Annotated[int, Form(ge=1)] = _DEFAULTS["batch_size"],
@@ -144,6 +151,7 @@ def judge_submit(
         orders=[o.strip() for o in orders.split(",") if o.strip()],
         repeat_subset=repeat_subset,
         limit=limit,
+        seed=seed,
         max_new_tokens=max_new_tokens,
         reasoning_tokens=reasoning_tokens,
         batch_size=batch_size,
