@@ -191,3 +191,54 @@ document.addEventListener("htmx:configRequest", function (ev) {
   document.addEventListener("DOMContentLoaded", function () { apply(document); });
   document.addEventListener("htmx:afterSwap", function () { apply(document); });
 })();
+
+// ---- Model text (templates/_rich_text.html): LaTeX through KaTeX, raw-text toggle ---------
+// Math spans arrive escaped inside <span class="math"> (app/web/markdown.py); KaTeX builds
+// their DOM itself (no HTML strings, so the page's CSP holds) with trust off: no \href,
+// \url or \includegraphics targets, no HTML extensions.
+(function () {
+  "use strict";
+  var DELIMITERS = [
+    { left: "$$", right: "$$", display: true },
+    { left: "\\[", right: "\\]", display: true },
+    { left: "\\(", right: "\\)", display: false },
+    { left: "$", right: "$", display: false }
+  ];
+  // KaTeX sets a few style attributes with setAttribute (\fbox borders, MathML text shadows),
+  // which the CSP refuses; while it renders they go through the CSSOM, which the CSP allows.
+  function withStylesThroughCssom(render) {
+    var setAttribute = Element.prototype.setAttribute;
+    Element.prototype.setAttribute = function (name, value) {
+      if (String(name).toLowerCase() === "style") { this.style.cssText = String(value); return; }
+      return setAttribute.call(this, name, value);
+    };
+    try { render(); } finally { Element.prototype.setAttribute = setAttribute; }
+  }
+  function renderMath(root) {
+    if (typeof window.renderMathInElement !== "function") { return; }
+    withStylesThroughCssom(function () {
+      Array.prototype.forEach.call(root.querySelectorAll(".md .math:not([data-rendered])"), function (el) {
+        el.setAttribute("data-rendered", "");
+        try {
+          // A span KaTeX cannot parse stays as its escaped source (errorCallback: no console noise).
+          window.renderMathInElement(el, {
+            delimiters: DELIMITERS, throwOnError: true, errorCallback: function () {},
+            trust: false, strict: "ignore", maxSize: 50, maxExpand: 500
+          });
+        } catch (e) { el.setAttribute("data-rendered", "failed"); }
+      });
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { renderMath(document); });
+  document.addEventListener("htmx:afterSwap", function () { renderMath(document); });
+  document.addEventListener("click", function (ev) {
+    var button = ev.target.closest && ev.target.closest(".rich .raw-toggle");
+    if (!button) { return; }
+    var block = button.closest(".rich");
+    var raw = button.getAttribute("aria-pressed") !== "true";
+    button.setAttribute("aria-pressed", raw ? "true" : "false");
+    button.textContent = raw ? "formatted" : "raw";
+    block.querySelector(".md").hidden = raw;
+    block.querySelector(".raw-text").hidden = !raw;
+  });
+})();

@@ -1,7 +1,7 @@
 """Instances: a stored natural sort key of the external id (``x:2`` before ``x:10``).
 
 Revision ID: 0006
-Revises: 0004
+Revises: 0005
 Create Date: 2026-12-01 12:00:00
 """
 
@@ -13,8 +13,7 @@ from alembic import op
 from app.natural_sort import MAX_KEY_LENGTH, natural_key
 
 revision: str = "0006"
-# 0005 is being written at the same time; point this at it once it exists.
-down_revision: str | None = "0004"
+down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
