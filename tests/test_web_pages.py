@@ -144,7 +144,8 @@ def test_instance_page_pairwise_side_by_side(client: TestClient) -> None:
     assert '<span class="choice choice-A">A</span>' in html
     assert '<span class="choice choice-B">B</span>' in html
     assert "flip-yes" in html
-    assert f.RM_1 in html and "-1.0000" in html
+    # Scores: three decimals, the full value on hover (the score filter).
+    assert f.RM_1 in html and '<span class="score" title="-1.0">-1.000</span>' in html
 
 
 def test_instance_page_shows_label_history(client: TestClient) -> None:
