@@ -168,6 +168,9 @@ def test_review_walkthrough(browser: Any, served: tuple[str, Settings], tmp_path
         second_id = session.scalar(select(Instance.id).where(Instance.external_id == voted[1][0]))
     engine.dispose()
     rita.goto(f"{url}/queues/{queue_id}/items/{second_id}")
+    # Blind for the reviewer too: she reveals the item (logged) to adjudicate it.
+    expect(rita.locator("#adjudicate-form")).to_have_count(0)
+    rita.click("#reveal-form button")
     form = rita.locator("#adjudicate-form")
     form.locator("input[name=reason]").fill("the reference key is wrong <b>really</b>")
     form.locator("input[name=tags][value='wrong reference']").check()

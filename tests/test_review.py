@@ -143,7 +143,12 @@ def test_k_unanimous_votes_resolve_and_adjudication_overrides(
     iid = votes["ann"]
     with transaction(store.factory) as s:
         ext = s.scalar(select(Instance.external_id).where(Instance.id == iid))
+    # Blind for the reviewer too, until a logged reveal.
     state = reviewer.get(f"/api/queues/{qid}/items/{iid}").json()
+    assert "votes" not in state and "original" not in state
+    state = reviewer.post(
+        f"/api/queues/{qid}/items/{iid}/reveal", headers={"X-CSRF-Token": rcsrf}
+    ).json()
     assert state["votes"] == {"ann": "B", "bob": "B"}
     assert state["resolved"] == "B" and state["rule"] == "unanimous-votes"
     r = reviewer.post(
@@ -436,7 +441,9 @@ def test_instance_page_shows_resolution_history_and_notes(store: Store, settings
     ext = f.PAIRS[1].external_id
     with transaction(store.factory) as s:
         iid = s.scalar(select(Instance.id).where(Instance.external_id == ext))
-    state = reviewer.get(f"/api/queues/{qid}/items/{iid}").json()
+    state = reviewer.post(
+        f"/api/queues/{qid}/items/{iid}/reveal", headers={"X-CSRF-Token": rcsrf}
+    ).json()
     new = "A" if state["original"] == "B" else "B"
     r = reviewer.post(
         f"/api/queues/{qid}/votes",

@@ -9,11 +9,17 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import transaction
+from app.errors import InvalidInput
 from app.services import queues, review_views
 from app.services.benchmarks import get_benchmark
 from app.services.queue_sources import member_ids
 from app.services.resolution import ADJUDICATION, VOTE
-from app.services.review_actions import NewQueue, comment_on_item, create_queue_from_source
+from app.services.review_actions import (
+    NewQueue,
+    comment_on_item,
+    create_queue_from_source,
+    reveal_item,
+)
 from app.services.users import Principal, create_user
 from app.tables import ReviewQueue, Role
 from tests import factories as f
@@ -74,27 +80,54 @@ def _views(
         return [review_views.item_view(session, queue, world.item, p) for p in people]
 
 
-def test_sees_labels_only_reviewers_or_open_queues(
+def _reveal(factory: sessionmaker[Session], world: World, who: Principal) -> None:
+    with transaction(factory) as session:
+        reveal_item(session, queues.get_queue(session, world.blind), world.item, who)
+
+
+def test_sees_labels_in_open_queues_or_once_a_reviewer_reveals(
     world: World, factory: sessionmaker[Session]
 ) -> None:
     blind, open_ = _queue(factory, world.blind), _queue(factory, world.open)
-    assert review_views.sees_labels(blind, world.rita)
-    assert not review_views.sees_labels(blind, world.ann)
+    assert not review_views.sees_labels(blind, world.rita)
+    assert review_views.sees_labels(blind, world.rita, revealed=True)
+    assert not review_views.sees_labels(blind, world.ann, revealed=True)
     assert review_views.sees_labels(open_, world.ann)
 
 
-def test_blind_item_view_hides_labels_metadata_and_others_notes(
+def test_blind_item_view_hides_labels_metadata_and_others_notes_from_everyone(
     world: World, factory: sessionmaker[Session]
 ) -> None:
     ann, rita = _views(factory, world, world.blind, world.ann, world.rita)
     assert ann.texts and ann.texts == rita.texts
-    assert ann.resolution is None and ann.fields == []
+    for view in (ann, rita):
+        assert view.resolution is None and view.fields == [] and not view.labels_shown
     assert [c.body for c in ann.comments] == ["ann's own note"]
-    # Counts of votes are no label: both see one standing vote, and ann has not voted.
-    assert (ann.n_votes, ann.own_vote) == (1, None)
+    assert rita.comments == []
+    # Counts of votes are no label: both see one standing vote, and neither has voted.
+    assert (ann.n_votes, ann.own_vote) == (1, None) == (rita.n_votes, rita.own_vote)
+    # Only the reviewer may reveal; the reveal is logged once, as a note under her name.
+    assert rita.can_reveal and not ann.can_reveal
+    with pytest.raises(queues.NotAssigned):
+        _reveal(factory, world, world.ann)
+    _reveal(factory, world, world.rita)
+    _reveal(factory, world, world.rita)
+    (rita,) = _views(factory, world, world.blind, world.rita)
     assert rita.resolution is not None and rita.resolution.votes == {"bob": "B"}
-    assert rita.fields, "reviewers see the payload metadata"
-    assert [c.body for c in rita.comments] == ["bob thinks B", "ann's own note"]
+    assert rita.fields, "a reviewer who revealed sees the payload metadata"
+    queue = _queue(factory, world.blind)
+    logged = review_views.reveal_note(queue)
+    assert [c.body for c in rita.comments] == ["bob thinks B", "ann's own note", logged]
+    assert [c.author for c in rita.comments if c.body == logged] == ["rita"]
+    assert not rita.can_reveal and rita.labels_shown
+    # Annotators never read the reveal (nor anyone else's note) in the blind queue.
+    (ann,) = _views(factory, world, world.blind, world.ann)
+    assert [c.body for c in ann.comments] == ["ann's own note"]
+
+
+def test_reveal_is_refused_in_an_open_queue(world: World, factory: sessionmaker[Session]) -> None:
+    with transaction(factory) as session, pytest.raises(InvalidInput, match="open"):
+        reveal_item(session, queues.get_queue(session, world.open), world.item, world.rita)
 
 
 def test_open_queue_shows_annotators_everything(
@@ -123,6 +156,12 @@ def test_rest_bodies_leave_out_what_blind_mode_hides(
         "own_vote": "B",
         "n_votes": 1,
     }
+    # Blind for the reviewer too until she reveals the item.
+    assert rita.model_dump(exclude_unset=True).keys() == basic
+    _reveal(factory, world, world.rita)
+    with transaction(factory) as session:
+        blind = queues.get_queue(session, world.blind)
+        rita = review_views.item_state(session, blind, world.item, world.rita)
     shown = rita.model_dump(exclude_unset=True)
     assert shown.keys() == basic | {"original", "resolved", "rule", "votes", "adjudication"}
     assert (shown["votes"], shown["adjudication"]) == ({"bob": "B"}, None)

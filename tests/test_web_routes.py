@@ -26,6 +26,7 @@ TYPED_ROUTES = {
     ("get", "/api/queues/{queue_id}/items/{instance_id}"): "200",
     ("post", "/api/queues/{queue_id}/votes"): "201",
     ("post", "/api/queues/{queue_id}/adjudications"): "201",
+    ("post", "/api/queues/{queue_id}/items/{instance_id}/reveal"): "200",
     ("get", "/api/benchmarks"): "200",
     ("get", "/api/benchmarks/{name}"): "200",
     ("get", "/api/benchmarks/{name}/instances"): "200",

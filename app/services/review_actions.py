@@ -1,4 +1,4 @@
-"""Review writes that combine several services: a queue built from a page, notes on items."""
+"""Review writes that combine several services: a queue built from a page, notes, reveals."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from app.attributes import attributes
 from app.errors import InvalidInput
 from app.services import queues
 from app.services.benchmarks import get_benchmark
-from app.services.comments import add_comment
+from app.services.comments import add_comment, thread
 from app.services.queue_sources import member_ids
+from app.services.review_views import has_revealed, reveal_note
 from app.services.users import Principal
-from app.tables import Benchmark, Comment, Instance, ReviewQueue
+from app.tables import Benchmark, Comment, Instance, ReviewQueue, Role
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,35 @@ def comment_on_item(
     if not queues.in_queue(session, queue, instance_id):
         raise InvalidInput(f"instance {instance_id} is not in this queue", field="item")
     return add_comment(session, instance_id, principal.name, body)
+
+
+def reveal_item(
+    session: Session, queue: ReviewQueue, instance_id: int, principal: Principal
+) -> Comment:
+    """Log that reviewer ``principal`` reveals an item of blind ``queue``; the logging note.
+
+    The reveal is a note on the item's thread (append-only, with author and time, read by
+    other reviewers; blind annotators read their own notes only), so the queue's history says
+    who decided an item after seeing its labels and votes. Revealing twice logs once.
+
+    Raises
+    ------
+    NotAssigned
+        ``principal`` is not a reviewer.
+    InvalidInput
+        The queue is open (nothing is hidden) or the instance is not in it.
+
+    """
+    if not principal.can(Role.reviewer):
+        raise queues.NotAssigned("only reviewers may reveal an item of a blind queue")
+    if not queue.blind:
+        raise InvalidInput(f"queue {queue.name!r} is open: nothing is hidden", field="queue")
+    if not queues.in_queue(session, queue, instance_id):
+        raise InvalidInput(f"instance {instance_id} is not in this queue", field="item")
+    logged = [c for c in thread(session, instance_id) if has_revealed(queue, principal, [c])]
+    if logged:
+        return logged[0]
+    return add_comment(session, instance_id, principal.name, reveal_note(queue))
 
 
 def comment_on_instance(

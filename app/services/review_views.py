@@ -1,10 +1,13 @@
 """What each person may see of review queues and their items: the blind-review rules, in one place.
 
-In a blind queue an annotator sees an item's text fields and nothing that hints at its label:
-no original or resolved value, no other person's vote, no adjudication, no payload metadata
-(it can hold a reference label), no detector output and no other person's note. Reviewers,
-and everyone in an open queue, see it all. The review pages and the REST API read queues and
-items through these functions only.
+In a blind queue every person, whatever their role, sees an item's text fields and nothing
+that hints at its label: no original or resolved value, no other person's vote, no
+adjudication, no payload metadata (it can hold a reference label), no detector output and no
+other person's note. A reviewer who must decide an item reveals it explicitly; the reveal is
+logged as a note on the item (:func:`app.services.review_actions.reveal_item`) and from then on
+that reviewer sees it all, as everyone does in an open queue. The queue's own page (progress,
+agreement, item states) stays a reviewer's overview. The review pages and the REST API read
+queues and items through these functions only.
 """
 
 from __future__ import annotations
@@ -34,9 +37,23 @@ from app.tables import Benchmark, BenchmarkKind, Comment, Instance, ReviewQueue,
 REVIEW_RESAMPLES = 500
 
 
-def sees_labels(queue: ReviewQueue, principal: Principal) -> bool:
-    """Whether labels, votes and detector outputs may reach ``principal`` in ``queue``."""
-    return principal.can(Role.reviewer) or not queue.blind
+def sees_labels(queue: ReviewQueue, principal: Principal, revealed: bool = False) -> bool:
+    """Whether labels, votes and detector outputs of an item may reach ``principal``.
+
+    Always in an open queue; in a blind queue only for a reviewer who ``revealed`` the item.
+    """
+    return not queue.blind or (revealed and principal.can(Role.reviewer))
+
+
+def reveal_note(queue: ReviewQueue) -> str:
+    """The note that logs a reviewer's reveal of an item of blind ``queue`` (and marks it)."""
+    return f"Revealed labels and votes in blind queue #{queue.id} ({queue.name})."
+
+
+def has_revealed(queue: ReviewQueue, principal: Principal, comments: list[Comment]) -> bool:
+    """Whether ``principal`` logged a reveal of the item whose thread is ``comments``."""
+    note = reveal_note(queue)
+    return any(c.author == principal.name and c.body == note for c in comments)
 
 
 # ----------------------------------------------------------------------------- queues
@@ -160,6 +177,10 @@ class ItemView:
     options: list[tuple[str, str]] = field(default_factory=list)
     # Whether a vote may type a value (a corrected reference answer) besides the choices.
     typed: bool = False
+    # Whether the labels, votes and others' notes are shown (see sees_labels).
+    labels_shown: bool = False
+    # A reviewer in a blind queue who has not revealed the item may (a logged click).
+    can_reveal: bool = False
 
 
 def item_view(
@@ -179,9 +200,9 @@ def item_view(
     assert inst is not None
     bench = session.get(Benchmark, inst.benchmark_id)
     assert bench is not None
-    sees = sees_labels(queue, principal)
     res = queues.resolutions(session, queue, [instance_id]).get(instance_id)
     comments = thread(session, instance_id)
+    sees = sees_labels(queue, principal, has_revealed(queue, principal, comments))
     if not sees:
         # Another annotator's note may name a label; blind annotators read their own only.
         comments = [c for c in comments if c.author == principal.name]
@@ -200,6 +221,8 @@ def item_view(
         comments=comments,
         options=_options(bench.kind, inst.payload),
         typed=queues.takes_typed_answers(bench, queue.label_name),
+        labels_shown=sees,
+        can_reveal=not sees and principal.can(Role.reviewer),
     )
 
 
@@ -305,7 +328,7 @@ class QueueSummary(BaseModel):
 def queue_summary(session: Session, queue: ReviewQueue, principal: Principal) -> QueueSummary:
     """The queue's settings and progress as ``principal`` may see them."""
     progress = asdict(queues.progress(session, queue))
-    if not sees_labels(queue, principal):
+    if queue.blind and not principal.can(Role.reviewer):
         # How items were decided says something about their labels; blind annotators see
         # only how many are done.
         for key in ("adjudicated", "unanimous"):
@@ -324,6 +347,11 @@ class QueueForm:
     source: str
     labels: list[str]
     label: str
+
+
+def queue_benchmarks(session: Session) -> list[str]:
+    """The benchmarks a new queue may be built on, by name."""
+    return list(session.scalars(select(Benchmark.name).order_by(Benchmark.name)))
 
 
 def queue_form(session: Session, benchmark: str, source: str, label: str = "") -> QueueForm:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import Depends, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -23,6 +24,7 @@ from app.services.review_actions import (
     comment_on_instance,
     comment_on_item,
     create_queue_from_source,
+    reveal_item,
 )
 from app.services.review_views import ItemState, QueueSummary
 from app.services.users import Principal
@@ -53,6 +55,20 @@ def queues_page(request: Request, store: StoreDep, principal: Annotator) -> HTML
     with transaction(store.factory) as session:
         rows = review_views.visible_queues(session, principal)
     return render(request, "queues.html", {"rows": rows})
+
+
+@router.get("/queues/new", response_class=HTMLResponse, dependencies=[RequireReviewer])
+def choose_queue_benchmark(
+    request: Request, store: StoreDep, benchmark: str = "", label: str = ""
+) -> Response:
+    """The "New queue" entry of the list of queues: pick a benchmark, then its new-queue form."""
+    if benchmark:
+        return new_queue_form(request, benchmark, store, label=label)
+    with transaction(store.factory) as session:
+        names = review_views.queue_benchmarks(session)
+    if len(names) == 1:
+        return RedirectResponse(f"/queues/new?benchmark={quote(names[0])}", status_code=303)
+    return render(request, "queue_new.html", {"bench": None, "benchmarks": names})
 
 
 @router.get(
@@ -275,6 +291,17 @@ def adjudicate(
     return _write(request, store, queue_id, instance_id, principal, ADJUDICATION, form)
 
 
+@router.post("/queues/{queue_id}/items/{instance_id}/reveal")
+def reveal(
+    request: Request, queue_id: int, instance_id: int, store: StoreDep, principal: Reviewer
+) -> Response:
+    """Show a blind item's labels and votes to this reviewer, logged as a note on the item."""
+    with transaction(store.write_factory) as session:
+        queue = queues.get_queue_for(session, queue_id, principal)
+        reveal_item(session, queue, instance_id, principal)
+    return redirect_after_post(request, f"/queues/{queue_id}/items/{instance_id}#labels")
+
+
 @router.post("/queues/{queue_id}/items/{instance_id}/skip")
 def skip_item(
     request: Request, queue_id: int, instance_id: int, store: StoreDep, principal: Annotator
@@ -391,6 +418,19 @@ def api_queue(queue_id: int, store: StoreDep, principal: Annotator) -> QueueSumm
 )
 def api_item(queue_id: int, instance_id: int, store: StoreDep, principal: Annotator) -> ItemState:
     """The item's version and this user's vote; labels and votes only outside blind mode."""
+    return _item_state(store, queue_id, instance_id, principal)
+
+
+@api_router.post(
+    "/queues/{queue_id}/items/{instance_id}/reveal",
+    response_model=ItemState,
+    response_model_exclude_unset=True,
+)
+def api_reveal(queue_id: int, instance_id: int, store: StoreDep, principal: Reviewer) -> ItemState:
+    """Reveal a blind item's labels and votes to this reviewer (logged); its full state."""
+    with transaction(store.write_factory) as session:
+        queue = queues.get_queue_for(session, queue_id, principal)
+        reveal_item(session, queue, instance_id, principal)
     return _item_state(store, queue_id, instance_id, principal)
 
 
