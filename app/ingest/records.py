@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -111,6 +112,18 @@ class ImportCounts:
         return {f.name: getattr(self, f.name) for f in fields(ImportCounts)}
 
 
+NAMED_FILES = 3
+"""Files an import line names; more are counted."""
+
+
+def _file_names(files: list[str]) -> str:
+    """``a.csv, b.csv`` (base names), or the first few and how many more."""
+    names = [os.path.basename(f) or f for f in files]
+    if len(names) <= NAMED_FILES:
+        return ", ".join(names)
+    return f"{', '.join(names[:NAMED_FILES])} and {len(names) - NAMED_FILES} more"
+
+
 @dataclass
 class ImportSummary(ImportCounts):
     """The result of one importer call: counts summed over its files, plus derived changes."""
@@ -148,6 +161,8 @@ class ImportSummary(ImportCounts):
         if self.ignored:
             parts.append(f"{self.ignored} ignored")
         parts.append(f"data version {self.data_version}")
+        if self.files:
+            parts.append(f"from {_file_names(self.files)}")
         return "; ".join(parts)
 
     def __str__(self) -> str:
