@@ -28,7 +28,7 @@ def _items(n: int = 80) -> list[dict[str, Any]]:
         base = 0.75 if truth == "A" else 0.25
         scores = {d: float(np.clip(base + rng.normal(0, 0.2), 0, 1)) for d in DETECTORS}
         items.append({"id": f"x{i:03d}", "labels": {"reference": label}, "scores": scores})
-    items[0]["scores"]["d1"] = 0.9  # a tie in confidence with items[1], broken by external id
+    items[0]["scores"]["d1"] = 0.9  # a tie in confidence with items[1], broken by the others
     items[0]["labels"]["reference"] = "B"
     items[1]["scores"]["d1"] = 0.1
     items[1]["labels"]["reference"] = "A"
@@ -57,8 +57,18 @@ def test_threshold_exact_and_sorted(factory: sessionmaker[Session], seeded: list
         limited = disagreements(session, "bench", ["d1"], min_confidence=0.7, limit=3)
     expected = {it["id"] for it in seeded if (_other(it, "d1") or 0) >= 0.7}
     assert {d.external_id for d in found.items} == expected and found.total == len(expected)
-    keys = [(-(d.confidence or 0), d.external_id) for d in found.items]
+
+    # Most confident first; equal confidences: the items the other detectors doubt more
+    # (mean P(other class)) first, then by id.
+    def doubt(ext: str) -> float:
+        item = next(it for it in seeded if it["id"] == ext)
+        others = [o for det in DETECTORS if det != "d1" and (o := _other(item, det)) is not None]
+        return -float(np.mean(others)) if others else 0.0
+
+    keys = [(-(d.confidence or 0), doubt(d.external_id), d.external_id) for d in found.items]
     assert keys == sorted(keys)
+    first, second = (next(d for d in found.items if d.external_id == x) for x in ("x000", "x001"))
+    assert first.confidence == second.confidence  # the tie the secondary order settles
     for d in found.items:
         item = next(it for it in seeded if it["id"] == d.external_id)
         assert d.label == item["labels"]["reference"]

@@ -17,6 +17,7 @@ from app.errors import InvalidInput
 from app.services.benchmarks import get_benchmark
 from app.services.disagreement_modes import DEFAULT_MIN_CONFIDENCE, all_modes, get_mode
 from app.services.disagreement_modes.base import Disagreement, LabelUse, ModeInput, ParamValue
+from app.services.disagreement_modes.previews import with_previews
 from app.services.disagreement_query import DisagreementQuery, build_query
 from app.services.metrics import load_labelled
 
@@ -116,6 +117,7 @@ def find_disagreements(
     if spec.labels is LabelUse.BINARY:
         items = load_labelled(session, bench, label, positive=query.positive)
     found = spec.rank(spec.find(ModeInput(session, bench, names, label, items, params)))
+    shown = with_previews(session, bench, found if query.limit is None else found[: query.limit])
     return DisagreementList(
         benchmark=bench.name,
         label=label,
@@ -124,7 +126,7 @@ def find_disagreements(
         positive=None if items is None else items.target.positive,
         params=params,
         total=len(found),
-        items=found if query.limit is None else found[: query.limit],
+        items=shown,
     )
 
 

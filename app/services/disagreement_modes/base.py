@@ -175,7 +175,10 @@ class Disagreement:
 
     ``score`` is the detector's score behind the item and ``confidence`` how strongly the item
     disagrees; each mode's class says what both are for it. ``rank`` is the mode's rank key
-    (smaller first); ties are broken by external id, so the order is stable.
+    (smaller first; modes add secondary keys for items of equal confidence); remaining ties go
+    by external id, so the order is stable. ``preview`` (the start of the
+    prompt or text) and ``slices`` (payload slice fields) are filled in for listed items only
+    (:func:`app.services.disagreement_modes.previews.with_previews`).
     """
 
     instance_id: int
@@ -187,6 +190,8 @@ class Disagreement:
     rank: tuple[float, ...] = field(default=(), repr=False, compare=False)
     # Structured evidence behind the item, where a mode has some (e.g. the models' votes).
     evidence: dict[str, Any] | None = None
+    preview: str = field(default="", compare=False)
+    slices: dict[str, str] = field(default_factory=dict, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON item of ``appellate disagreements --json`` (``evidence`` when present)."""

@@ -23,7 +23,8 @@ class DetectorVsJudgeMode(base.DisagreementMode):
     it is confident when ``max(p, 1 - p) >= min_confidence``. Rule for the judge's AB choice:
     ``invalid`` is skipped (no verdict to contradict); ``tie`` counts as a disagreement with
     any confident detector. Items without an AB judgment or a score are skipped. ``score`` is
-    the detector's P(A), ``confidence`` its ``max(p, 1 - p)``, most confident first.
+    the detector's P(A), ``confidence`` its ``max(p, 1 - p)``, most confident first; equal
+    confidences go by the judge's stated AB confidence, highest first.
     """
 
     name = "detector-vs-judge"
@@ -59,7 +60,7 @@ class DetectorVsJudgeMode(base.DisagreementMode):
                 f"detector {judge!r} has no AB-order judgments on {inp.bench.name!r}"
             )
         scores = benchmark_probabilities(inp.session, inp.bench, detector)
-        hits: dict[int, tuple[float, float, str, str]] = {}
+        hits: dict[int, tuple[float, float, str, str, float | None]] = {}
         for iid, judgment in ab.items():
             p = scores.get(iid)
             if p is None or math.isnan(p) or judgment.choice == Choice.invalid.value:
@@ -67,17 +68,23 @@ class DetectorVsJudgeMode(base.DisagreementMode):
             confidence = max(p, 1.0 - p)
             implied = Choice.A.value if p >= 0.5 else Choice.B.value
             if confidence >= cut and judgment.choice != implied:
-                hits[iid] = (p, confidence, implied, judgment.choice)
+                hits[iid] = (p, confidence, implied, judgment.choice, judgment.confidence)
         info = instance_info(inp.session, inp.bench, hits, inp.label)
         out = []
-        for iid, (p, confidence, implied, choice) in hits.items():
+        for iid, (p, confidence, implied, choice, stated) in hits.items():
             ext, value = info[iid]
             reason = (
                 f"{detector} gives P(A) = {p:.3f} (prefers {implied}); {judge} AB chose {choice}"
             )
             out.append(
                 base.Disagreement(
-                    iid, ext, value, p, confidence, reason, base.confidence_rank(confidence)
+                    iid,
+                    ext,
+                    value,
+                    p,
+                    confidence,
+                    reason,
+                    (*base.confidence_rank(confidence), *base.confidence_rank(stated)),
                 )
             )
         return out

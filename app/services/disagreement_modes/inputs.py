@@ -14,7 +14,7 @@ from app.services.judge_summary import OrderedJudgment, judge_orders
 from app.services.labels import current_label_subquery
 from app.services.metrics import LabelledItems, detector_scores, get_detector
 from app.services.scores import benchmark_scores
-from app.tables import Benchmark, Instance
+from app.tables import Benchmark, Detector, Instance, Score
 
 __all__ = [
     "against_label",
@@ -23,6 +23,7 @@ __all__ = [
     "instance_info",
     "judgments_by_order",
     "labelled_probabilities",
+    "others_against_label",
 ]
 
 # Instance ids per query: PostgreSQL refuses more than 65,535 bound parameters.
@@ -107,6 +108,60 @@ def against_label(items: LabelledItems, p: NDArray[np.float64]) -> NDArray[np.fl
 
     """
     return np.where(items.y == 1, 1.0 - p, p)
+
+
+def others_against_label(
+    session: Session, bench: Benchmark, items: LabelledItems, exclude: Collection[str]
+) -> NDArray[np.float64]:
+    """Mean P(class opposite to the label) of the benchmark's other probability detectors.
+
+    The secondary order of the confidence-ranked modes: among items one detector contradicts
+    equally (often at a saturated 1.000), those the other detectors also doubt come first.
+    Detectors whose scores are not probabilities are skipped.
+
+    Parameters
+    ----------
+    session : Session
+        The caller's session (read only).
+    bench : Benchmark
+        The benchmark.
+    items : LabelledItems
+        The labelled items.
+    exclude : collection of str
+        Detectors left out (the ones the mode ranks by).
+
+    Returns
+    -------
+    ndarray of float64, shape (n_items,)
+        NaN where no other detector scored the item.
+
+    """
+    names = session.scalars(
+        select(Detector.name)
+        .where(
+            Detector.id.in_(
+                select(Score.detector_id)
+                .join(Instance, Instance.id == Score.instance_id)
+                .where(Instance.benchmark_id == bench.id)
+                .distinct()
+            )
+        )
+        .order_by(Detector.name)
+    )
+    columns = []
+    for name in names:
+        if name in exclude:
+            continue
+        p = detector_scores(session, get_detector(session, name), items)
+        finite = p[~np.isnan(p)]
+        if finite.size and finite.min() >= 0.0 and finite.max() <= 1.0:
+            columns.append(against_label(items, p))
+    if not columns:
+        return np.full(items.instance_ids.size, np.nan)
+    stacked = np.stack(columns)
+    counts = (~np.isnan(stacked)).sum(axis=0)
+    sums = np.nansum(stacked, axis=0)
+    return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
 
 
 def instance_info(

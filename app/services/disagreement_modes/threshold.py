@@ -5,7 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from app.services.disagreement_modes import base
-from app.services.disagreement_modes.inputs import against_label, labelled_probabilities
+from app.services.disagreement_modes.inputs import (
+    against_label,
+    labelled_probabilities,
+    others_against_label,
+)
 
 
 @base.register_mode
@@ -13,7 +17,7 @@ class ThresholdMode(base.DisagreementMode):
     """Items whose probability for the class opposite to the label is ``>= min_confidence``.
 
     ``score`` is the detector's P(positive class), ``confidence`` its P(other class); most
-    confident first.
+    confident first, then the items the benchmark's other probability detectors doubt most.
     """
 
     name = "threshold"
@@ -32,6 +36,7 @@ class ThresholdMode(base.DisagreementMode):
         p = labelled_probabilities(inp.session, detector, items)
         other = against_label(items, p)
         hits = np.flatnonzero(~np.isnan(other) & (other >= inp.number("min_confidence")))
+        others = others_against_label(inp.session, inp.bench, items, [detector])
         return [
             base.Disagreement(
                 int(items.instance_ids[i]),
@@ -41,7 +46,10 @@ class ThresholdMode(base.DisagreementMode):
                 float(other[i]),
                 f"{detector} gives P({items.target.other(items.values[i])}) = {other[i]:.3f} "
                 f"against label {items.values[i]}",
-                base.confidence_rank(float(other[i])),
+                (
+                    *base.confidence_rank(float(other[i])),
+                    *base.confidence_rank(None if np.isnan(others[i]) else float(others[i])),
+                ),
             )
             for i in hits
         ]
