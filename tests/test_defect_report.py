@@ -24,6 +24,7 @@ from app.services.defect_report import defect_report
 from app.services.labels import append_label
 from app.services.resolution import changelog
 from app.settings import Settings
+from app.stats.bootstrap import group_bootstrap, percentile_interval
 from app.tables import Benchmark, Detector, Instance, LabelEvent, Score
 from tests.auth_support import api_client
 from tests.factories import (
@@ -235,6 +236,34 @@ def test_metrics_original_against_resolved(reviewed: sessionmaker[Session]) -> N
         assert low <= auroc[side] <= high
     assert auroc["original"] != auroc["resolved"]
     assert auroc["difference"] == pytest.approx(auroc["resolved"] - auroc["original"])
+    # The difference's interval is paired: review only relabelled, so both sides are the
+    # matrix's group bootstraps (same items, groups and seed), subtracted resample by resample.
+    groups = _groups(reviewed)
+    y = {
+        side: [labels[i] == "A" for i in ids]
+        for side, labels in (("original", ORIGINAL), ("resolved", resolved))
+    }
+    p = [scores[i] for i in ids]
+    g = [groups[i] for i in ids]
+    sides = {
+        side: group_bootstrap(y[side], p, g, metrics=["auroc"], resamples=R, seed=0) for side in y
+    }
+    deltas = sides["resolved"].replicates["auroc"][0] - sides["original"].replicates["auroc"][0]
+    low, high, _ = percentile_interval(deltas)
+    assert auroc["difference_ci"] == [low, high]
+    assert low <= auroc["difference"] <= high
+    for side in y:
+        assert auroc[f"{side}_ci"] == sides[side].estimate("auroc").ci
+
+
+def _groups(factory: sessionmaker[Session]) -> dict[str, str]:
+    with transaction(factory) as s:
+        rows = s.execute(
+            select(Instance.external_id, Instance.group_key)
+            .join(Benchmark, Benchmark.id == Instance.benchmark_id)
+            .where(Benchmark.name == PAIRWISE)
+        )
+        return {ext: group for ext, group in rows}
 
 
 def test_metrics_skipped_with_a_note(reviewed: sessionmaker[Session]) -> None:

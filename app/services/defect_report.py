@@ -8,9 +8,11 @@ the resolved labels of every binary label set that review changed.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
+import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -21,6 +23,7 @@ from app.services.labelled_items import scored_detectors
 from app.services.labels import label_names as benchmark_label_names
 from app.services.metric_matrix import MATRIX_METRICS, MetricRow
 from app.services.metrics_compare import compare_metrics
+from app.services.metrics_query import MetricsData, MetricsQuery, load_metrics_data
 from app.services.queues import DEFECT_TAGS
 from app.services.resolution import (
     ChangeRow,
@@ -32,7 +35,10 @@ from app.services.resolution import (
     latest_events,
 )
 from app.stats import _validate
-from app.tables import Benchmark, Instance
+from app.stats.bootstrap import Difference
+from app.stats.registry import Need
+from app.stats.relabel import relabel_differences
+from app.tables import Benchmark, Detector, Instance
 
 __all__ = ["defect_report"]
 
@@ -86,8 +92,10 @@ def defect_report(
           ``labelled`` and ``detectors``, each with ``detector``, ``changed`` (items it
           scored that review changed), ``n_original``, ``n_resolved`` and ``metrics``: one
           dict per metric defined on either side with ``metric``, ``original``,
-          ``original_ci``, ``resolved``, ``resolved_ci`` and ``difference`` (resolved minus
-          original; ``None`` unless both are defined).
+          ``original_ci``, ``resolved``, ``resolved_ci``, ``difference`` (resolved minus
+          original; ``None`` unless both are defined) and ``difference_ci`` (its paired
+          group-bootstrap interval: both sides draw the same groups, see
+          :func:`app.stats.relabel.relabel_differences`; ``None`` for metrics of strata).
 
     Raises
     ------
@@ -217,6 +225,12 @@ def _metrics_entry(
         # not binary before or after review, or no resolved value at all.
         entry["note"] = f"not compared: {exc.message}"
         return entry
+    query = MetricsQuery(bench.name, name, k=k, resamples=resamples, seed=seed)
+    sides = (
+        load_metrics_data(session, query),
+        load_metrics_data(session, replace(query, labels="resolved")),
+    )
+    detectors = {d.name: d for d in sides[0].detectors}
     entry["comparison"] = {
         "positive": comparison.positive,
         "negative": comparison.negative,
@@ -225,7 +239,13 @@ def _metrics_entry(
         "unlabelled": comparison.unlabelled,
         "labelled": comparison.labelled,
         "detectors": [
-            _detector_dict(d.detector, d.changed, _all_items(d.original), _all_items(d.resolved))
+            _detector_dict(
+                d.detector,
+                d.changed,
+                _all_items(d.original),
+                _all_items(d.resolved),
+                lambda wanted, det=detectors[d.detector]: _differences(*sides, det, wanted),
+            )
             for d in comparison.detectors
         ],
     }
@@ -237,15 +257,63 @@ def _all_items(rows: Sequence[MetricRow]) -> MetricRow | None:
     return next((r for r in rows if r.slice is None), None)
 
 
+def _differences(
+    original: MetricsData, resolved: MetricsData, detector: Detector, metrics: list[str]
+) -> dict[str, Difference]:
+    """Resolved-minus-original ``metrics`` of ``detector`` with paired group-bootstrap CIs.
+
+    The items are those the detector scored with a label on either side; both sides draw the
+    same groups (:func:`app.stats.relabel.relabel_differences`), seeded as the matrix.
+    """
+    ids = np.union1d(original.items.instance_ids, resolved.items.instance_ids)
+    labels = np.full((2, ids.size), np.nan)
+    scores = np.full(ids.size, np.nan)
+    groups = np.empty(ids.size, dtype=object)
+    for side, data in enumerate((original, resolved)):
+        at = np.searchsorted(ids, data.items.instance_ids)
+        labels[side, at] = data.items.y
+        scores[at] = data.scores(detector)
+        groups[at] = data.items.groups
+    keep = ~np.isnan(scores)
+    if not metrics or not keep.any() or np.isnan(labels[:, keep]).all(axis=1).any():
+        return {}
+    return relabel_differences(
+        labels[0, keep],
+        labels[1, keep],
+        scores[keep],
+        groups[keep],
+        metrics=metrics,
+        resamples=original.query.resamples,
+        seed=original.query.seed,
+    )
+
+
 def _detector_dict(
-    detector: str, changed: int, before: MetricRow | None, after: MetricRow | None
+    detector: str,
+    changed: int,
+    before: MetricRow | None,
+    after: MetricRow | None,
+    differences: Callable[[list[str]], dict[str, Difference]],
 ) -> dict[str, Any]:
     metrics = []
+    # Paired intervals for the interval metrics defined on both sides (not those of strata).
+    paired = [
+        m.name
+        for m in MATRIX_METRICS
+        if m.interval
+        and Need.STRATA not in m.needs
+        and before is not None
+        and after is not None
+        and before.values.get(m.name) is not None
+        and after.values.get(m.name) is not None
+    ]
+    deltas = differences(paired) if paired else {}
     for metric in REPORT_METRICS:
         old = before.values.get(metric) if before is not None else None
         new = after.values.get(metric) if after is not None else None
         if old is None and new is None:
             continue  # not applicable here, e.g. choice-matched AUROC outside flip label sets
+        delta = deltas.get(metric)
         metrics.append(
             {
                 "metric": metric,
@@ -254,6 +322,7 @@ def _detector_dict(
                 "resolved": new,
                 "resolved_ci": after.intervals.get(metric) if after is not None else None,
                 "difference": new - old if old is not None and new is not None else None,
+                "difference_ci": delta.estimate.ci if delta is not None else None,
             }
         )
     return {
