@@ -16,8 +16,10 @@ from sqlalchemy.orm import Session
 from app.errors import InvalidInput
 from app.services.activation_sets import get_activation_set
 from app.services.flips import flip_label_name
+from app.services.labelled_items import MISSING_SLICE, LabelledItems
 from app.services.metrics import get_detector, load_labelled
 from app.stats.probes import baseline_matrix
+from app.stats.probes_groups import merge_groups_by_text
 from app.tables import Instance, Judgment, Order
 from workers.activations import read_activation_set
 
@@ -26,7 +28,9 @@ from workers.activations import read_activation_set
 class ProbeData:
     """Labelled items with activations: ``x[i]`` is ``[n_layers, d]`` of ``instance_ids[i]``.
 
-    ``layers`` are the HF ``hidden_states`` indices of the layer axis; ``features`` is the
+    ``groups`` are the stored groups joined wherever items share a normalised statement text
+    (so no grouped split puts a duplicate statement on both sides); ``layers`` are the HF
+    ``hidden_states`` indices of the layer axis; ``features`` is the
     ``[n, 6]`` baseline matrix (flip data only); ``fingerprint`` identifies the training data
     (activation set, model, items and labels).
     """
@@ -51,10 +55,29 @@ def _fingerprint(*parts: object) -> str:
     return "sha256:" + digest.hexdigest()
 
 
+# The payload field holding an item's bare statement (statement sets and the truth chats).
+STATEMENT_FIELD = "statement"
+
+
+def statement_groups(items: LabelledItems) -> np.ndarray:
+    """Each item's group, joined with every group holding the same normalised statement.
+
+    ``items`` must be read with ``slice_field=STATEMENT_FIELD``; items without a statement
+    keep their stored group.
+    """
+    if items.slices is None:
+        raise ValueError(f"items were read without slice_field={STATEMENT_FIELD!r}")
+    texts = [None if t == MISSING_SLICE else t for t in items.slices]
+    return merge_groups_by_text(items.groups, texts)
+
+
 def labelled_activations(
     session: Session, data_dir: Path, benchmark: str, label: str, activation_set: str
 ) -> ProbeData:
     """Items with a current binary ``label`` value and a row in ``activation_set``.
+
+    Items with the same normalised ``statement`` share a group (see :class:`ProbeData`);
+    items without one keep their stored group.
 
     Raises
     ------
@@ -62,7 +85,8 @@ def labelled_activations(
         If fewer than two labelled items have activations, or only one class does.
 
     """
-    items = load_labelled(session, benchmark, label)
+    items = load_labelled(session, benchmark, label, slice_field=STATEMENT_FIELD)
+    merged = statement_groups(items)
     aset = get_activation_set(session, activation_set)
     arr = read_activation_set(data_dir, aset)
     row_of = {iid: row for row, iid in enumerate(arr.instance_ids)}
@@ -78,7 +102,7 @@ def labelled_activations(
     if len(set(y.tolist())) < 2:
         raise InvalidInput(f"{label!r} has a single class on the items with activations")
     x = arr.values[[row_of[int(i)] for i in ids]]
-    groups = np.asarray([items.groups[k] for k in keep], dtype=object)
+    groups = merged[keep]
     return ProbeData(
         benchmark=benchmark,
         label=label,

@@ -33,7 +33,7 @@ from app.stats.probes import (
     LinearProbe,
     NestedCVResult,
     earliest_best_layer,
-    layer_auroc_curve,
+    layer_auroc_curves,
     nested_cv,
     select_then_refit,
 )
@@ -202,30 +202,82 @@ class FitLieParams:
 
     ``extract`` holds :class:`ExtractParams` fields (model, format, position, fields, layers);
     the activations are captured first when missing. The frozen probe applies the same spec to
-    any benchmark it scores.
+    any benchmark it scores. ``val_fraction`` and ``test_fraction`` are the shares of items
+    (whole groups) in the split that picks the layer and in the one that reports the curve.
     """
 
     benchmark: str
     name: str
     extract: dict[str, Any]
     label: str = "truth"
-    val_fraction: float = 0.25
+    val_fraction: float = 0.2
+    test_fraction: float = 0.2
     folds: int = 5
     seed: int = 0
     lambdas: list[float] = field(default_factory=lambda: list(LAMBDAS))
 
 
-def _validation_split(data: ProbeData, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    split = GroupShuffleSplit(n_splits=1, test_size=fraction, random_state=seed)
-    train, val = next(split.split(data.x, data.y, data.groups))
-    return train, val
+@dataclass(frozen=True)
+class SelectionSplits:
+    """Item indices of a lie probe's three grouped splits.
+
+    Probes are fitted on ``train``, the layer is picked on ``validation``, and the reported
+    curve is measured on ``test``, which played no part in the choice.
+    """
+
+    train: np.ndarray
+    validation: np.ndarray
+    test: np.ndarray
+
+    def sizes(self) -> dict[str, int]:
+        """Items per split, for the probe's details."""
+        return {k: int(getattr(self, k).size) for k in ("train", "validation", "test")}
+
+
+def selection_splits(
+    groups: np.ndarray, val_fraction: float, test_fraction: float, seed: int
+) -> SelectionSplits:
+    """Three disjoint grouped splits: no group has items in two of them.
+
+    Parameters
+    ----------
+    groups : ndarray, shape (n,)
+        Group per item (duplicate statements already share one: :class:`ProbeData`).
+    val_fraction, test_fraction : float
+        Shares of the groups in the validation and test splits (each in (0, 1), summing
+        below 1).
+    seed : int
+        Seed of both group shuffles.
+
+    Returns
+    -------
+    SelectionSplits
+
+    """
+    if not (0 < val_fraction < 1 and 0 < test_fraction < 1 and val_fraction + test_fraction < 1):
+        raise InvalidInput(
+            f"val_fraction {val_fraction} and test_fraction {test_fraction} must be in (0, 1) "
+            "and sum below 1",
+            field="val_fraction",
+        )
+    index = np.arange(groups.size)
+    outer = GroupShuffleSplit(n_splits=1, test_size=test_fraction, random_state=seed)
+    rest, test = next(outer.split(index, groups=groups))
+    # The validation share is of all items, so of the rest it is a larger fraction.
+    inner = GroupShuffleSplit(
+        n_splits=1, test_size=val_fraction / (1 - test_fraction), random_state=seed + 1
+    )
+    train, val = next(inner.split(rest, groups=groups[rest]))
+    return SelectionSplits(np.sort(rest[train]), np.sort(rest[val]), np.sort(test))
 
 
 def run_fit_lie_probe(ctx: JobContext) -> dict[str, Any]:
     """Fit and freeze a lie-detector probe at the earliest layer with the best validation AUROC.
 
-    Activations are captured first when missing; lambda is chosen by grouped CV at that layer
-    and the probe refitted on everything.
+    Activations are captured first when missing. Per layer a probe is fitted on the training
+    split; the layer is chosen on the validation split and the curve reported from the
+    separate test split (grouped splits, duplicate statements in one group). Lambda is then
+    chosen by grouped CV at that layer and the probe refitted on everything.
     """
     p = FitLieParams(**ctx.params)
     spec = ExtractParams(benchmark=p.benchmark, **p.extract)
@@ -236,9 +288,16 @@ def run_fit_lie_probe(ctx: JobContext) -> dict[str, Any]:
             s, data_dir, p.benchmark, p.label, captured["activation_set"]
         )
     )
-    train, val = _validation_split(data, p.val_fraction, p.seed)
-    curve = layer_auroc_curve(data.x[train], data.y[train], data.x[val], data.y[val])
-    best = earliest_best_layer(curve)
+    split = selection_splits(data.groups, p.val_fraction, p.test_fraction, p.seed)
+    validation, test = layer_auroc_curves(
+        data.x[split.train],
+        data.y[split.train],
+        [
+            (data.x[split.validation], data.y[split.validation]),
+            (data.x[split.test], data.y[split.test]),
+        ],
+    )
+    best = earliest_best_layer(validation)
     layer_x = data.x[:, best, :]
     probe, grid = select_then_refit(
         layer_x, data.y, data.groups, lambdas=tuple(p.lambdas), folds=p.folds, seed=p.seed
@@ -253,7 +312,11 @@ def run_fit_lie_probe(ctx: JobContext) -> dict[str, Any]:
         "label": p.label,
         "activation_set": data.activation_set,
         "layers": data.layers,
-        "validation_auroc": np.asarray(curve).round(6).tolist(),
+        # The curve the layer was picked on, and the one reported: a separate split.
+        "validation_auroc": np.asarray(validation).round(6).tolist(),
+        "test_auroc": np.asarray(test).round(6).tolist(),
+        "reported_curve": "test",
+        "splits": {**split.sizes(), "groups": len(set(data.groups.tolist()))},
         "layer": data.layers[best],
         "lambda": probe.lam,
         "C": probe.c,
@@ -270,6 +333,7 @@ def run_fit_lie_probe(ctx: JobContext) -> dict[str, Any]:
         "probe": p.name,
         "layer": data.layers[best],
         "validation_auroc": details["validation_auroc"],
+        "test_auroc": details["test_auroc"],
     }
 
 

@@ -1,8 +1,8 @@
 """What the probes page shows: a card per probe and baseline, and the names its forms offer.
 
 A card holds the probe's data, its fold choices and the curve its layer was chosen on:
-validation AUROC by layer for lie-detector probes, each outer fold's best inner-fold Brier by
-layer for flip probes.
+validation AUROC by layer for lie-detector probes (with the held-out test curve that is
+reported), each outer fold's best inner-fold Brier by layer for flip probes.
 """
 
 from __future__ import annotations
@@ -47,10 +47,14 @@ def layer_curve(detector: Detector) -> LayerCurve | None:
     d = detector.details or {}
     layers = d.get("layers") or []
     if d.get("validation_auroc") and layers:
+        # Lie probes since held-out test curves: the layer is picked on validation, the
+        # curve to read is the test split's, which played no part in the choice.
+        series = [("validation AUROC (picks the layer)", d["validation_auroc"])]
+        if d.get("test_auroc"):
+            series.append(("test AUROC (reported)", d["test_auroc"]))
         return LayerCurve(
-            f"validation AUROC by layer: {detector.name}", layers,
-            [("validation AUROC", d["validation_auroc"])],
-            y_label="validation AUROC", marked=d.get("layer"),
+            f"validation AUROC by layer: {detector.name}", layers, series,
+            y_label="AUROC", marked=d.get("layer"),
         )  # fmt: skip
     folds = [f for f in d.get("folds", []) if f.get("inner_brier")]
     if folds and layers:

@@ -687,6 +687,55 @@ def select_then_refit(
 
 
 @_one_blas_thread
+def layer_auroc_curves(
+    x_train: ArrayLike,
+    y_train: ArrayLike,
+    held_out: Sequence[tuple[ArrayLike, ArrayLike]],
+    *,
+    lam: float = 1.0,
+) -> list[NDArray[np.float64]]:
+    """AUROC on each held-out set of a probe fitted on each layer (one fit per layer).
+
+    Parameters
+    ----------
+    x_train : array-like, shape (n_train, n_layers, d) or (n_train, d)
+        Training activations.
+    y_train : array-like of {0, 1} or bool, shape (n_train,)
+        Training labels with both classes.
+    held_out : sequence of (x, y)
+        Held-out sets, each ``x`` of shape (n_k, n_layers, d) or (n_k, d) with the training
+        layers and width, and ``y`` of shape (n_k,) with both classes.
+    lam : float
+        Fixed ``lam`` for every layer.
+
+    Returns
+    -------
+    list of ndarray of float64, each shape (n_layers,)
+        Per held-out set, the AUROC of the probe fitted on each layer.
+
+    """
+    y_tr = _validate.labels(y_train, "y_train")
+    _both_classes(y_tr, "y_train")
+    x_tr = _activations(x_train, y_tr.shape[0], "x_train")
+    sets = []
+    for k, (x, y) in enumerate(held_out):
+        y_k = _validate.labels(y, f"y_held_out[{k}]")
+        _both_classes(y_k, f"y_held_out[{k}]")
+        x_k = _activations(x, y_k.shape[0], f"x_held_out[{k}]")
+        if x_tr.shape[1:] != x_k.shape[1:]:
+            raise ValueError(
+                f"x_train layers/width {x_tr.shape[1:]} != x_held_out[{k}] {x_k.shape[1:]}"
+            )
+        sets.append((x_k, y_k))
+    lam = _lambda(lam)
+    curves = [np.empty(x_tr.shape[1]) for _ in sets]
+    for layer in range(x_tr.shape[1]):
+        probe = _fit(x_tr[:, layer, :], y_tr, layer, lam)
+        for curve, (x_k, y_k) in zip(curves, sets, strict=True):
+            curve[layer] = roc_auc_score(y_k, probe.predict_proba(x_k[:, layer, :]))
+    return curves
+
+
 def layer_auroc_curve(
     x_train: ArrayLike, y_train: ArrayLike, x_val: ArrayLike, y_val: ArrayLike, *, lam: float = 1.0
 ) -> NDArray[np.float64]:
@@ -711,19 +760,7 @@ def layer_auroc_curve(
         AUROC on the validation set of the probe fitted on each layer.
 
     """
-    y_tr = _validate.labels(y_train, "y_train")
-    y_va = _validate.labels(y_val, "y_val")
-    _both_classes(y_tr, "y_train")
-    _both_classes(y_va, "y_val")
-    x_tr = _activations(x_train, y_tr.shape[0], "x_train")
-    x_va = _activations(x_val, y_va.shape[0], "x_val")
-    if x_tr.shape[1:] != x_va.shape[1:]:
-        raise ValueError(f"x_train layers/width {x_tr.shape[1:]} != x_val {x_va.shape[1:]}")
-    lam = _lambda(lam)
-    curve = np.empty(x_tr.shape[1])
-    for layer in range(x_tr.shape[1]):
-        probe = _fit(x_tr[:, layer, :], y_tr, layer, lam)
-        curve[layer] = roc_auc_score(y_va, probe.predict_proba(x_va[:, layer, :]))
+    (curve,) = layer_auroc_curves(x_train, y_train, [(x_val, y_val)], lam=lam)
     return curve
 
 
