@@ -26,6 +26,9 @@ class Settings(BaseSettings):
     # is CPU-bound under one GIL, and more threads only pass the GIL around.
     page_threads: int = Field(default=2, ge=1)
     sqlite_busy_timeout_ms: int = 30_000
+    # torch CPU threads of a job worker; None: the cores this process may run on
+    # (os.sched_getaffinity). On a shared machine fewer threads than cores can be faster.
+    worker_threads: int | None = Field(default=None, ge=1)
 
     @property
     def resolved_database_url(self) -> str:

@@ -8,7 +8,8 @@ deepest needed one, nothing kept: no capture can be cheaper), ``naive`` (a full 
 names filter and ``stop_at_layer``) and nnsight (``trace`` with the rows indexed inside and
 ``tracer.stop()``), the last two when they import and load the local model offline. Methods run
 interleaved, round after round, and medians are reported; the per-round ratio to the limit is
-paired, which keeps it meaningful on a busy machine.
+paired, which keeps it meaningful on a busy machine. torch's thread count is the worker's
+(``workers.capture.set_torch_threads``): ``--threads`` compares counts.
 
     python benchmarks/capture_bench.py [--n-items 64] [--batch-size 8] [--device cpu]
                                        [--dtype float32|bf16] [--repeats 3] [--model-dir DIR]
@@ -42,6 +43,8 @@ from workers.capture import (
     plan_batches,
     render_chat,
     resolve_positions,
+    set_torch_threads,
+    usable_cores,
 )
 from workers.models import LoadedModel, convert_smollm2, load_model
 
@@ -318,13 +321,16 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--threads", type=int, default=None, help="torch CPU threads (1 is steadiest on a busy box)"
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads (default: as a worker sets them, APPELLATE_WORKER_THREADS or "
+        "the usable cores)",
     )
     parser.add_argument("--model-dir", type=Path, default=None)
     parser.add_argument("--data-dir", type=Path, default=None)
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_torch_threads(args.threads or Settings().worker_threads)
 
     from transformers import AutoTokenizer
 
@@ -359,6 +365,7 @@ def _report(
         "device": str(loaded.model.device),
         "dtype": str(loaded.model.dtype).removeprefix("torch."),
         "torch_threads": torch.get_num_threads(),
+        "usable_cores": usable_cores(),
         "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
         "n_items": len(transcripts),
         "tokens": n_tokens,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import transaction
 from app.ingest.statements import import_statements
+from app.services import jobs
 from app.services.labelled_items import load_labelled
 from app.services.probe_store import put_detector
 from app.settings import Settings
@@ -23,8 +25,11 @@ from app.stats.probes import layer_auroc_curve, layer_auroc_curves
 from app.stats.probes_groups import merge_groups_by_text, normalise_statement
 from tests.auth_support import api_client
 from tests.conftest import DATA
+from tests.job_support import store_on
+from workers.capture import usable_cores
 from workers.probe_data import STATEMENT_FIELD, statement_groups
 from workers.probe_jobs import selection_splits
+from workers.runner import JobContext, Worker
 
 CITIES = DATA / "truth" / "cities.csv"
 SEEDS = range(5)
@@ -147,3 +152,26 @@ def test_probes_page_says_which_split_picked_the_layer_and_which_is_reported(
     assert "Test AUROC at layer 2: 0.850" in text
     assert "test AUROC (reported)" in text  # the plot's second series
     assert "picked and reported on the same validation split" in text  # the older probe
+
+
+@pytest.mark.parametrize("threads", [1, None])
+def test_the_worker_sets_torch_threads_from_its_settings(
+    settings: Settings, engine: Any, threads: int | None
+) -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    store = store_on(settings.model_copy(update={"worker_threads": threads}), engine)
+    seen: list[int] = []
+
+    def record(ctx: JobContext) -> dict[str, Any]:
+        seen.append(torch.get_num_threads())
+        return {}
+
+    with transaction(store.factory) as s:
+        jobs.enqueue(s, "record", {})
+    try:
+        assert Worker(store, {"record": record}, log=lambda _: None).run(once=True) == 1
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [threads or usable_cores()]

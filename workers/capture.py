@@ -5,6 +5,7 @@ Batched with either padding side; runs only the blocks it needs and never the LM
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, Unpack
@@ -20,6 +21,32 @@ OutputDtype = Literal["float32", "float16", "model"]
 DEFAULT_OUTPUT_DTYPE: OutputDtype = "float32"
 # Attribute paths of the decoder block list on a model's base, most common first.
 _BLOCK_PATHS = ("layers", "h", "blocks", "decoder.layers", "model.layers", "transformer.h")
+
+
+# --- threads
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask, else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def set_torch_threads(threads: int | None = None) -> int:
+    """Run torch's CPU kernels on ``threads`` threads (default: :func:`usable_cores`).
+
+    torch's own default counts every core of the machine, not the ones a container or
+    ``taskset`` leaves to this process; each extra thread then waits on a busy core.
+    Returns the count now in use.
+    """
+    import torch
+
+    wanted = threads or usable_cores()
+    if torch.get_num_threads() != wanted:
+        torch.set_num_threads(wanted)
+    return wanted
 
 
 # --- position rules

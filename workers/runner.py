@@ -177,6 +177,10 @@ class Worker:
 
     def execute(self, claimed: jobs.Claim) -> str:
         """Run one claimed job to its outcome; returns what happened (done, stopped, failed...)."""
+        # Imported here: the runner itself never needs torch (the handlers load it anyway).
+        from workers.capture import set_torch_threads
+
+        set_torch_threads(self.store.settings.worker_threads)
         ctx = JobContext(self.store, claimed, self.device, self.shutdown, cache=self.cache)
         beat = _Heartbeat(ctx, self.lease_seconds)
         beat.start()
