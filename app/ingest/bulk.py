@@ -119,25 +119,30 @@ def bulk_insert(
     # One C-level call puts each row's values into the statement's column order.
     arrange = itemgetter(*order) if order != list(range(len(names))) else tuple
 
-    def converted(row: Sequence[Any]) -> tuple[Any, ...]:
+    def processed(row: Sequence[Any]) -> Sequence[Any]:
         if convert:
             row = list(row)
             for i, process in convert:
                 value = row[i]
                 if value is not None:
                     row[i] = empty[i] if i in empty and value == {} else process(value)
-        return arrange((*row, *fixed))
+        return row
+
+    def converted(row: Sequence[Any]) -> tuple[Any, ...]:
+        return arrange((*processed(row), *fixed))
 
     if copy:
         count = 0
         cursor = conn.connection.cursor()
         # Rows go as COPY text, formatted here and written in blocks: psycopg's write_row
-        # costs more per row than the server's work on it.
+        # costs more per row than the server's work on it. The constants come last in COPY's
+        # column order, formatted once.
+        suffix = "".join("\t" + copy_text(value) for value in fixed)
         block: list[str] = []
         try:
             with cursor.copy(sql) as stream:
                 for row in rows:
-                    block.append("\t".join(map(copy_text, converted(row))))
+                    block.append("\t".join(map(copy_text, processed(row))) + suffix)
                     count += 1
                     if len(block) >= COPY_BLOCK_ROWS:
                         stream.write("\n".join(block) + "\n")

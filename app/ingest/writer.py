@@ -12,6 +12,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -333,11 +334,11 @@ class RecordWriter:
             at = next(i for i, (a, b) in enumerate(zip(old, new, strict=True)) if _differs(a, b))
             return f"{what[at]} {_show(old[at])}, the file gives {_show(new[at])}"
 
-        def items(r: Record) -> Iterator[tuple[int, tuple[Any, ...], str]]:
-            return (
+        def items(r: Record) -> list[tuple[int, tuple[Any, ...], str]]:
+            return [
                 (p.detector_id, (p.answer, p.probabilities, p.details), p.field)
                 for p in r.predictions
-            )
+            ]
 
         columns = (Prediction.answer, Prediction.probabilities, Prediction.details)
         added, skipped = self._write_per_detector(
@@ -353,7 +354,7 @@ class RecordWriter:
         records: list[Record],
         ids: dict[str, int],
         preexisting: set[int],
-        items: Callable[[Record], Iterator[tuple[int, tuple[Any, ...], str]]],
+        items: Callable[[Record], Iterable[tuple[int, tuple[Any, ...], str]]],
         same: Callable[[tuple[Any, ...], tuple[Any, ...]], bool],
         says: Callable[[tuple[Any, ...], tuple[Any, ...]], str],
     ) -> tuple[int, int]:
@@ -379,7 +380,7 @@ class RecordWriter:
         for record in records:
             iid = ids[record.external_id]
             if iid not in preexisting:  # a new instance has nothing stored: no lookups
-                new.extend((d, iid, values) for d, values, _ in items(record))
+                new.extend([(d, iid, values) for d, values, _ in items(record)])
                 continue
             for detector_id, values, field in items(record):
                 old = stored.get((detector_id, iid))
@@ -411,7 +412,8 @@ class RecordWriter:
             (j,) = varying
             rows: list[tuple[Any, ...]] = [(d, i, values[j]) for d, i, values in new]
         else:
-            rows = [(d, i, *(values[j] for j in varying)) for d, i, values in new]
+            pick = itemgetter(*varying)
+            rows = [(d, i, *pick(values)) for d, i, values in new]
         return bulk_insert(self.session, table, names, rows, constants), skipped
 
     def _write_judgments(
