@@ -21,6 +21,7 @@ from workers.probe_jobs import (
 )
 from workers.rank_job import run_rank_errors
 from workers.runner import Handler, JobContext
+from workers.set_probe_job import FIT_SET_PROBE_JOB, run_fit_set_probe
 
 
 def run_build_dataset(ctx: JobContext) -> dict[str, Any]:
@@ -39,4 +40,5 @@ HANDLERS: dict[str, Handler] = {
     BUILD_DATASET_JOB: run_build_dataset,
     ANSWER_CHOICES_JOB: run_answer_choices,
     RANK_ERRORS_JOB: run_rank_errors,
+    FIT_SET_PROBE_JOB: run_fit_set_probe,
 }

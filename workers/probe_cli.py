@@ -18,11 +18,13 @@ from app.services.probe_requests import (
     APPLY_PROBE_JOB,
     FIT_LIE_PROBE_JOB,
     FIT_PROBE_JOB,
+    FIT_SET_PROBE_JOB,
     queue_probe_job,
 )
 from app.services.probe_store import list_probes
 from workers.jobs_cli import DeviceOption, WaitOption, submit
 from workers.probe_jobs import ApplyParams, FitFlipParams, FitLieParams
+from workers.set_probe_job import FitSetParams
 
 probe_app = typer.Typer(no_args_is_help=True, help="Fit, apply and list probes.")
 probe_app.add_typer(lie_app, name="data")
@@ -54,6 +56,27 @@ def fit(
         device,
         benchmark=benchmark,
         detector=judge,
+    )
+
+
+@probe_app.command("fit-set")
+def fit_set(
+    benchmark: Annotated[str, typer.Argument(help="Benchmark whose items were captured.")],
+    activation_set: Annotated[
+        str, typer.Option("--activation-set", help="e.g. choice:smollm2/choice:mmlu.")
+    ],
+    label: Annotated[str, typer.Option("--label", help="Binary label set, e.g. defect.")],
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    wait: WaitOption = False,
+    device: DeviceOption = "auto",
+) -> None:
+    """Probe of any binary label set on an activation set (nested CV grouped by item group)."""
+    _submit_probe(
+        FIT_SET_PROBE_JOB,
+        lambda: FitSetParams(benchmark, activation_set, label, seed=seed),
+        wait,
+        device,
+        benchmark=benchmark,
     )
 
 

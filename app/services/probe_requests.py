@@ -17,6 +17,7 @@ from app.tables import Job
 FIT_PROBE_JOB = "fit_probe"
 FIT_LIE_PROBE_JOB = "fit_lie_probe"
 APPLY_PROBE_JOB = "apply_probe"
+FIT_SET_PROBE_JOB = "fit_set_probe"
 
 
 def queue_probe_job(
