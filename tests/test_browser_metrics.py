@@ -55,15 +55,16 @@ def test_metrics_page_renders_plots(
     errors: list[str] = []
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     pg.goto(f"{base_url}/benchmarks/judgebench/metrics?resamples=200")
-    # One ROC and one PR polyline per detector; a histogram per detector.
-    assert pg.locator("svg.roc polyline.curve").count() == 3
-    assert pg.locator("svg.pr polyline.curve").count() == 3
-    assert pg.locator("svg.reliability polyline.curve").count() == 3
-    assert pg.locator("svg.histogram").count() == 3
+    # One ROC and one PR polyline per detector (three reward models and o1-mini's two-order
+    # score); a histogram per detector.
+    assert pg.locator("svg.roc polyline.curve").count() == 4
+    assert pg.locator("svg.pr polyline.curve").count() == 4
+    assert pg.locator("svg.reliability polyline.curve").count() == 4
+    assert pg.locator("svg.histogram").count() == 4
     assert pg.locator("svg.roc line.reference").count() == 1
     box = pg.locator("svg.roc").bounding_box()
     assert box is not None and box["width"] > 300 and box["height"] > 250
-    assert pg.locator("table.metric-matrix tbody tr").count() == 3
+    assert pg.locator("table.metric-matrix tbody tr").count() == 4
     judge = pg.locator(f'tr[data-judge="{O1_MINI_JUDGE}"] td')
     assert judge.nth(1).inner_text() == "350" and judge.nth(3).inner_text() == "110"
     pg.screenshot(path=str(SHOTS / "appellate-metrics.png"), full_page=True)
