@@ -69,8 +69,9 @@ def test_demo_imports_bundled_data_idempotently(
             ).all()
         )
         default = session.scalar(select(Benchmark).where(Benchmark.name == "mmlu-redux"))
-    # Three reward models on JudgeBench; four label-error rankers on MMLU-Redux.
-    assert scores == {"reward_model": 3 * 350, "ranker": 4 * 2900}
+    # Three reward models and o1-mini's two-order score on JudgeBench; four label-error rankers
+    # on MMLU-Redux.
+    assert scores == {"reward_model": 3 * 350, "judge": 350, "ranker": 4 * 2900}
     assert default is not None and default.details["rankers"]["default"] == "weighted-consensus"
     assert before["predictions"] == 2900 * 14 - 29  # 29 answers are empty in the CSVs
     with transaction(factory) as session:
