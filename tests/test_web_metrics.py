@@ -23,6 +23,7 @@ from app.services.labels import append_label, latest_label_values
 from app.services.metrics import metrics_report
 from app.settings import Settings
 from app.tables import Benchmark, Instance
+from app.web.cells import score_text
 from app.web.svg_plots import Series, curve_plot
 from tests.auth_support import api_client
 from tests.test_ingest_helpers import O1_MINI, O1_MINI_JUDGE, PAIRS_GPT4O, REWARD_OUTPUTS
@@ -159,12 +160,19 @@ def page_items(page: str) -> list[tuple[str, str, str, str, str]]:
     """(href, external id, label, score, reason) of each disagreement row."""
     table = re.search(r'<table class="grid disagreements">(.*?)</table>', page, re.S)
     assert table is not None
+    # Columns found by their headings: the table also shows a text preview and slices.
+    heads = [
+        html.unescape(re.sub(r"<[^>]+>", "", th)).strip()
+        for th in re.findall(r"<th[^>]*>(.*?)</th>", table.group(1), re.S)
+    ]
+    at = {name: heads.index(name) for name in ("Item", "Label", "Score", "Reason")}
     out = []
     for tr in re.findall(r"<tr>(.*?)</tr>", table.group(1), re.S)[1:]:
         href = re.search(r'<td class="id"><a href="([^"]*)"', tr)
         assert href is not None
         c = cells(tr)
-        out.append((html.unescape(href.group(1)), c[1], c[2], c[3], c[5]))
+        item, label, score, reason = (c[at[n]] for n in ("Item", "Label", "Score", "Reason"))
+        out.append((html.unescape(href.group(1)), item, label, score, reason))
     return out
 
 
@@ -182,7 +190,7 @@ def test_disagreements_page_and_csv_equal_the_service(
     for (href, ext, label, score, reason), d in zip(rows, expected.items, strict=True):
         assert href == f"/benchmarks/judgebench/instances/{quote(ext, safe='')}"
         assert label == d.label and reason == d.reason
-        assert score == f"{d.score:,.3f}"
+        assert score == score_text(d.score)
     # Every link opens the instance page.
     assert client.get(rows[0][0]).status_code == 200
 
@@ -196,7 +204,7 @@ def test_disagreements_page_and_csv_equal_the_service(
     assert [(p["external_id"], p["label"], p["reason"]) for p in parsed] == [
         (x[1], x[2], x[4]) for x in rows
     ]
-    assert [f"{float(p['score']):,.3f}" for p in parsed] == [x[3] for x in rows]
+    assert [score_text(float(p["score"])) for p in parsed] == [x[3] for x in rows]
     api = client.get("/api/benchmarks/judgebench/disagreements", params=params).json()
     assert api == expected.as_dict()
 
