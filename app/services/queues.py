@@ -17,6 +17,7 @@ from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from app.attributes import attributes
+from app.dialect_insert import dialect_insert
 from app.errors import Conflict, InvalidInput, NotFound
 from app.services.answer_matrix import ANSWER_LABEL
 from app.services.benchmarks import bump_data_version
@@ -489,7 +490,12 @@ def undo_last_vote(session: Session, queue: ReviewQueue, principal: Principal) -
 
     The vote stays in the history; a withdrawal (null vote) is appended after it, so the item
     is offered again. Repeated undos walk further back.
+
+    The user's row is locked first (PostgreSQL; SQLite's write transaction serialises anyway),
+    so one person's simultaneous undos run one after another and each sees the withdrawals
+    committed before it: every standing vote is withdrawn once, never twice.
     """
+    session.execute(select(User.id).where(User.id == principal.user_id).with_for_update())
     members = select(QueueItem.instance_id).where(QueueItem.queue_id == queue.id)
     latest_per_item = (
         select(func.max(LabelEvent.id))
@@ -531,18 +537,12 @@ def skip(session: Session, queue: ReviewQueue, instance_id: int, principal: Prin
     check_may_work(session, queue, principal)
     if not in_queue(session, queue, instance_id):
         raise InvalidInput(f"instance {instance_id} is not in queue {queue.name!r}", field="item")
-    exists = session.scalar(
-        select(QueueSkip.id).where(
-            QueueSkip.queue_id == queue.id,
-            QueueSkip.instance_id == instance_id,
-            QueueSkip.user_id == principal.user_id,
-        )
+    # One statement: two simultaneous skips of one item cannot both pass a check and insert.
+    session.execute(
+        dialect_insert(session, QueueSkip)
+        .values(queue_id=queue.id, instance_id=instance_id, user_id=principal.user_id)
+        .on_conflict_do_nothing(index_elements=["queue_id", "instance_id", "user_id"])
     )
-    if exists is None:
-        session.add(
-            QueueSkip(queue_id=queue.id, instance_id=instance_id, user_id=principal.user_id)
-        )
-        session.flush()
 
 
 def standing_votes(
