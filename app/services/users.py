@@ -116,7 +116,8 @@ def set_role(
 ) -> User:
     """Give ``name`` the role ``role`` and, unless ``active`` is None, (de)activate them.
 
-    A deactivated user's sessions and tokens stop working (:func:`principal_for`).
+    Deactivation revokes every session, API token and sign-in link of the user, so that
+    re-activating them later revives none of those secrets: they sign in afresh.
 
     Raises
     ------
@@ -136,6 +137,9 @@ def set_role(
     user.role = check_role(role).value
     if active is not None:
         user.active = active
+    if active is False:
+        for kind in TokenKind:
+            revoke_tokens(session, user.id, kind)
     session.flush()
     return user
 
