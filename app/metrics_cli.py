@@ -11,7 +11,9 @@ from app.cli_support import JsonOption, LabelOption, PositiveOption, fmt_num, in
 from app.disagreements_cli import register as register_disagreements
 from app.services.labelled_items import LABEL_MODES, check_label_mode
 from app.services.metric_matrix import MATRIX_METRICS
-from app.services.metrics import metrics_report
+from app.services.metric_results import compute_result, save_result
+from app.services.metrics_query import metrics_query
+from app.web.svg_plots import metrics_figures
 
 __all__ = ["metrics_command", "register"]
 
@@ -73,20 +75,27 @@ def metrics_command(
     as_json: JsonOption = False,
 ) -> None:
     """Detector metrics with group-bootstrap 95% intervals, and the pairwise judge summary."""
-    report = in_store(
-        lambda s: metrics_report(
+    # Computed here, never read from the store; then stored for the pages (a short write of
+    # its own: a read transaction that then writes can fail beside another SQLite writer).
+    result = in_store(
+        lambda s: compute_result(
             s,
-            benchmark,
-            label,
-            detector,
-            slice_field=slice_field,
-            positive=positive,
-            resamples=resamples,
-            seed=seed,
-            labels=check_label_mode(labels),
-            k=k,
+            metrics_query(
+                benchmark,
+                label,
+                detector,
+                slice_field=slice_field,
+                positive=positive,
+                resamples=resamples,
+                seed=seed,
+                labels=check_label_mode(labels),
+                k=k,
+            ),
+            draw=metrics_figures,
         )
     )
+    in_store(lambda s: save_result(s, result))
+    report = result.report
     if as_json:
         typer.echo(json.dumps(report, indent=2))
     else:

@@ -29,6 +29,9 @@ class Settings(BaseSettings):
     # torch CPU threads of a job worker; None: the cores this process may run on
     # (os.sched_getaffinity). On a shared machine fewer threads than cores can be faster.
     worker_threads: int | None = Field(default=None, ge=1)
+    # Labelled items up to which the metrics page computes a missing result in the request;
+    # above, a compute_metrics job does (app.services.metric_results).
+    metrics_inline_items: int = Field(default=50_000, ge=0)
 
     @property
     def resolved_database_url(self) -> str:

@@ -482,3 +482,28 @@ class Comment(Base):
     author: Mapped[str] = mapped_column(String(100))
     body: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class MetricResult(Base):
+    """A metrics report as computed, kept per request and data version (issue 14).
+
+    ``params_key`` hashes the request (label set, detectors, slice field, label mode, k,
+    positive, resamples, seed) and the benchmark's creation time; with ``data_version`` it
+    names exactly the numbers a request would compute. ``report``, ``plots`` and ``figures``
+    are JSON text (Python's float repr round-trips exactly; NaN stays NaN): the report's rows
+    and intervals, the plot data drawn from, and the SVG as drawn.
+    """
+
+    __tablename__ = "metric_results"
+    __table_args__ = (UniqueConstraint("benchmark_id", "params_key", "data_version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id", ondelete="CASCADE"))
+    params_key: Mapped[str] = mapped_column(String(64))
+    data_version: Mapped[int] = mapped_column(Integer)
+    params: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    report: Mapped[str] = mapped_column(Text)
+    plots: Mapped[str | None] = mapped_column(Text)
+    figures: Mapped[str | None] = mapped_column(Text)
+    compute_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -11,6 +11,7 @@ from app.services.rankers import RANK_ERRORS_JOB
 from workers.choice_job import run_answer_choices
 from workers.extract_job import EXTRACT_JOB, run_extract_job
 from workers.judge_job import run_judge_job
+from workers.metrics_job import COMPUTE_METRICS_JOB, run_compute_metrics
 from workers.probe_jobs import (
     APPLY_PROBE_JOB,
     FIT_LIE_PROBE_JOB,
@@ -41,4 +42,5 @@ HANDLERS: dict[str, Handler] = {
     ANSWER_CHOICES_JOB: run_answer_choices,
     RANK_ERRORS_JOB: run_rank_errors,
     FIT_SET_PROBE_JOB: run_fit_set_probe,
+    COMPUTE_METRICS_JOB: run_compute_metrics,
 }

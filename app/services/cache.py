@@ -71,16 +71,29 @@ class VersionedCache:
             waiter.wait()
         try:
             value = compute()
-            with self._lock:
-                self._data[key] = value
-                self._data.move_to_end(key)
-                while len(self._data) > self.maxsize:
-                    self._data.popitem(last=False)
+            self.put(key, value)
             return value
         finally:
             with self._lock:
                 del self._inflight[key]
             done.set()
+
+    def peek(self, key: Hashable) -> Any | None:
+        """The value cached under ``key`` (counted as a hit), else ``None``; computes nothing."""
+        with self._lock:
+            if key not in self._data:
+                return None
+            self._data.move_to_end(key)
+            self.hits += 1
+            return self._data[key]
+
+    def put(self, key: Hashable, value: Any) -> None:
+        """Cache ``value`` under ``key`` (a value read from a slower store than this one)."""
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
 
     def clear(self) -> None:
         """Forget every entry (tests and benchmarks measure cold paths with it)."""

@@ -5,7 +5,7 @@ Its columns are the metric registry's reported metrics (:data:`app.stats.registr
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -246,7 +246,11 @@ def _detector_rows(data: MetricsData, detector: Detector) -> tuple[MetricRow, ..
     return tuple(rows)
 
 
-def matrix_rows(data: MetricsData, cache: VersionedCache | None = METRICS_CACHE) -> list[MetricRow]:
+def matrix_rows(
+    data: MetricsData,
+    cache: VersionedCache | None = METRICS_CACHE,
+    on_detector: Callable[[], None] | None = None,
+) -> list[MetricRow]:
     """The matrix rows of the request's detectors, detector by detector.
 
     For each detector: one row over all items it scored (``slice=None``), and with a slice
@@ -264,6 +268,8 @@ def matrix_rows(data: MetricsData, cache: VersionedCache | None = METRICS_CACHE)
     cache : VersionedCache, optional
         Memo of each detector's rows, keyed on the data version, target, label mode, detector,
         slice field, resamples and seed; ``None`` disables it.
+    on_detector : callable, optional
+        Called after each detector's rows (job progress).
 
     Returns
     -------
@@ -286,4 +292,6 @@ def matrix_rows(data: MetricsData, cache: VersionedCache | None = METRICS_CACHE)
             query.seed,
         )
         rows.extend(compute() if cache is None else cache.get_or_compute(key, compute))
+        if on_detector is not None:
+            on_detector()
     return rows

@@ -6,7 +6,7 @@ once and hand that to every part. The shared readers are re-exported here for th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Unpack
 
@@ -90,11 +90,14 @@ def metric_rows(
     return data.target, matrix_rows(data, cache)
 
 
-def report_of(session: Session, data: MetricsData) -> dict[str, Any]:
+def report_of(
+    session: Session, data: MetricsData, on_detector: Callable[[], None] | None = None
+) -> dict[str, Any]:
     """The metric matrix, judge summaries and comparisons of a loaded request, JSON-ready.
 
     Judges are checked against the request's label set when it is an A/B label set (e.g. a
     corrected reference), else against ``reference``, with the request's label mode.
+    ``on_detector`` is called after each detector's metric rows (job progress).
 
     Returns
     -------
@@ -108,7 +111,7 @@ def report_of(session: Session, data: MetricsData) -> dict[str, Any]:
 
     """
     query, target = data.query, data.target
-    rows = matrix_rows(data)
+    rows = matrix_rows(data, on_detector=on_detector)
     reference = (
         query.label if (target.positive, target.negative) == KNOWN_TARGETS[0] else "reference"
     )

@@ -1,12 +1,14 @@
 """Metric matrix page and its JSON twin.
 
-Thin routes: one :class:`~app.services.metrics_query.MetricsQuery` from the query string, the
-numbers and plot data from :func:`app.services.metrics.metrics_view` (one read of the labelled
-items), the plots drawn by :mod:`app.web.svg_plots`.
+Thin routes: one :class:`~app.services.metrics_query.MetricsQuery` from the query string; its
+numbers and figures from :mod:`app.services.metric_results` (stored once per data version,
+computed here for a small benchmark, by a ``compute_metrics`` job for a big one), the figures
+drawn by :func:`app.web.svg_plots.metrics_figures`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -15,15 +17,25 @@ from markupsafe import Markup
 from starlette.responses import HTMLResponse
 
 from app.db import transaction
+from app.services import jobs
 from app.services.answer_metrics import ANSWERS_REPORT
+from app.services.benchmarks import get_benchmark
 from app.services.facets import BenchmarkFacets, describe_benchmark
 from app.services.instance_filter import FlipState, InstanceFilter, SliceCondition
 from app.services.labelled_items import LABEL_MODES, MISSING_SLICE, LabelMode
 from app.services.metric_matrix import MACRO, MATRIX_METRICS
-from app.services.metrics import metrics_view, report_for
-from app.services.metrics_plots import Curve, MetricsPlots
+from app.services.metric_results import (
+    MetricsResult,
+    compute_job,
+    computes_inline,
+    materialise,
+    save_result,
+    stale_result,
+    stored_result,
+)
 from app.services.metrics_query import MetricsQuery
 from app.stats.registry import ANSWER_METRICS, Metric, Need
+from app.store import Store
 from app.web import svg_plots
 from app.web.benchmark_params import DetectorParam, LabelParam, default_label, non_blank
 from app.web.deps import ReadCache, StoreDep
@@ -96,67 +108,69 @@ async def metrics_params(
 MetricsParamsDep = Annotated[MetricsParams, Depends(metrics_params)]
 
 
-def _curves(plot: list[Curve]) -> list[svg_plots.Series]:
-    return [svg_plots.Series(c.detector, c.xs, c.ys) for c in plot]
+def _figures(result: MetricsResult) -> dict[str, Any] | None:
+    """The stored figures as Markup (drawn now when the result has plot data but none)."""
+    figures = result.figures
+    if figures is None:
+        plots = result.plots
+        if plots is None:
+            return None
+        figures = svg_plots.metrics_figures(plots)
 
+    def safe(svg: str | None) -> Markup | None:
+        # Only this module's drawing (every data text escaped) writes the figures column.
+        return None if svg is None else Markup(svg)
 
-def _curve_plot(
-    kind: str,
-    title: str,
-    curves: list[Curve],
-    axes: tuple[str, str],
-    reference: tuple[tuple[float, float], tuple[float, float]] | None,
-    **options: Any,
-) -> Markup | None:
-    """One plot of every detector's ``curves`` (``None`` when no detector has them)."""
-    if not curves:
-        return None
-    x_label, y_label = axes
-    return svg_plots.curve_plot(
-        kind,
-        title,
-        _curves(curves),
-        x_label=x_label,
-        y_label=y_label,
-        reference=reference,
-        **options,
-    )
-
-
-def _draw(plots: MetricsPlots) -> dict[str, Any]:
-    """The plot data as SVG, with the two class names.
-
-    ``roc``, ``pr`` and ``reliability`` are Markup (``None`` when no detector has that plot),
-    ``histograms`` a list of (detector, Markup).
-    """
-    base = plots.pr_baseline
     return {
-        "roc": _curve_plot(
-            "roc",
-            "ROC curves",
-            plots.roc,
-            ("false positive rate", "true positive rate"),
-            ((0.0, 0.0), (1.0, 1.0)),
-        ),
-        # A random ranking's precision is the prevalence at every recall.
-        "pr": _curve_plot(
-            "pr",
-            "Precision-recall curves",
-            plots.pr,
-            ("recall", "precision"),
-            ((0.0, base), (1.0, base)) if base is not None else None,
-            legend_bottom=True,
-        ),
-        "reliability": svg_plots.reliability_plot("Reliability diagram", plots.reliability)
-        if plots.reliability
-        else None,
-        "histograms": [
-            (name, svg_plots.histogram_plot(name, counts, plots.positive, plots.negative))
-            for name, counts in plots.histograms
-        ],
-        "positive": plots.positive,
-        "negative": plots.negative,
+        "roc": safe(figures["roc"]),
+        "pr": safe(figures["pr"]),
+        "reliability": safe(figures["reliability"]),
+        "histograms": [(name, safe(svg)) for name, svg in figures["histograms"]],
+        "positive": figures["positive"],
+        "negative": figures["negative"],
     }
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A result being computed by a job: the job's state, and the stale version shown meanwhile.
+
+    ``stale_version`` is the data version of the stale numbers shown (``None``: none shown).
+    """
+
+    job_id: int
+    status: str
+    done: int
+    total: int | None
+    error: str | None
+    stale_version: int | None
+
+    @property
+    def percent(self) -> int | None:
+        """Progress in whole percent, when the job knows its total."""
+        return int(100 * self.done / self.total) if self.total else None
+
+    @property
+    def active(self) -> bool:
+        """Whether the job is still queued or running (the page keeps polling)."""
+        return self.status in jobs.ACTIVE
+
+
+def _saver(store: Store) -> Callable[[MetricsResult], None]:
+    """Store a result computed in a request, in a short write transaction of its own."""
+
+    def save(result: MetricsResult) -> None:
+        with transaction(store.write_factory) as session:
+            save_result(session, result)
+
+    return save
+
+
+def _pending(store: Store, name: str, query: MetricsQuery, stale: int | None) -> Pending:
+    """Queue (or find) the job computing ``query`` on the current data version."""
+    with transaction(store.write_factory) as session:
+        job = compute_job(session, get_benchmark(session, name), query)
+        return Pending(job.id, job.status, job.progress_done, job.progress_total, job.error, stale)
 
 
 @dataclass(frozen=True)
@@ -225,17 +239,39 @@ def _judge_links(name: str, judges: list[dict[str, Any]]) -> dict[str, dict[str,
 def metrics_page(
     request: Request, name: str, store: StoreDep, cache: ReadCache, params: MetricsParamsDep
 ) -> HTMLResponse:
-    """Metric matrix with intervals, judge summary and SVG plots for one label set."""
+    """Metric matrix with intervals, judge summary and SVG plots for one label set.
+
+    Served from the stored result of the request when there is one. Otherwise a small
+    benchmark is computed here (and stored); a big one is left to a ``compute_metrics`` job,
+    and the page shows the previous data version's numbers, marked stale, and polls.
+    """
+    limit = store.settings.metrics_inline_items
+    stale: MetricsResult | None = None
     with transaction(store.factory) as session:
         facets = describe_benchmark(session, name, cache)
         query = params.query(name, facets)
-        view = metrics_view(session, query)
-    report = view.report
-    matrix, pivot = _matrix(name, report)
+        bench = get_benchmark(session, name)
+        result = stored_result(session, bench, query)
+        if result is None and computes_inline(facets, query, limit):
+            result = materialise(
+                session, bench, query, save=_saver(store), draw=svg_plots.metrics_figures
+            )
+        elif result is None:
+            stale = stale_result(session, bench, query)
+    pending: Pending | None = None
+    if result is None:
+        # A job computes the current numbers; the stale ones, if any, are shown meanwhile.
+        pending = _pending(store, name, query, None if stale is None else stale.data_version)
+        result = stale
+    url = request.url
+    report = None if result is None else result.report
+    matrix, pivot = _matrix(name, report) if report is not None else ([], None)
     context = {
         "name": name,
         "facets": facets,
         "report": report,
+        "pending": pending,
+        "poll_url": f"{url.path}?{url.query}" if url.query else url.path,
         "label": query.label,
         "slice_field": query.slice_field,
         "chosen": params.detectors,
@@ -244,11 +280,11 @@ def metrics_page(
         "labels": query.labels,
         "label_modes": LABEL_MODES,
         "k": query.k,
-        "plots": None if view.plots is None else _draw(view.plots),
+        "plots": None if result is None else _figures(result),
         "matrix": matrix,
         "pivot": pivot,
-        "judge_links": _judge_links(name, report["judges"]),
-        "columns": _columns(report),
+        "judge_links": {} if report is None else _judge_links(name, report["judges"]),
+        "columns": [] if report is None else _columns(report),
     }
     return render(request, "metrics.html", context, fragment="_metrics_results.html")
 
@@ -278,6 +314,11 @@ def _columns(report: dict[str, Any]) -> list[Metric]:
 def api_metrics(
     name: str, store: StoreDep, cache: ReadCache, params: MetricsParamsDep
 ) -> dict[str, Any]:
-    """The metric matrix and judge summaries (the dict of ``appellate metrics --json``)."""
+    """The metric matrix and judge summaries (the dict of ``appellate metrics --json``).
+
+    Served from the stored result when there is one, else computed here and stored.
+    """
     with transaction(store.factory) as session:
-        return report_for(session, params.query(name, describe_benchmark(session, name, cache)))
+        query = params.query(name, describe_benchmark(session, name, cache))
+        bench = get_benchmark(session, name)
+        return materialise(session, bench, query, save=_saver(store)).report

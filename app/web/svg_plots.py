@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from markupsafe import Markup, escape
+
+from app.services.metrics_plots import Curve, MetricsPlots
 
 __all__ = [
     "PALETTE",
@@ -19,6 +22,7 @@ __all__ = [
     "curve_plot",
     "histogram_plot",
     "layer_plot",
+    "metrics_figures",
     "reliability_plot",
 ]
 
@@ -331,3 +335,63 @@ def layer_plot(
         )
     body.append(_legend([name for name, _ in series], bottom=True))
     return _svg(css_class, title, "".join(body))
+
+
+def _curves_plot(
+    kind: str,
+    title: str,
+    curves: list[Curve],
+    axes: tuple[str, str],
+    reference: tuple[tuple[float, float], tuple[float, float]] | None,
+    **options: Any,
+) -> Markup | None:
+    """One plot of every detector's ``curves`` (``None`` when no detector has them)."""
+    if not curves:
+        return None
+    x_label, y_label = axes
+    return curve_plot(
+        kind,
+        title,
+        [Series(c.detector, c.xs, c.ys) for c in curves],
+        x_label=x_label,
+        y_label=y_label,
+        reference=reference,
+        **options,
+    )
+
+
+def metrics_figures(plots: MetricsPlots) -> dict[str, Any]:
+    """The four plots of the metrics page as SVG, with the two class names.
+
+    ``roc``, ``pr`` and ``reliability`` are Markup (``None`` when no detector has that plot),
+    ``histograms`` a list of (detector, Markup). Stored with the numbers as drawn
+    (:mod:`app.services.metric_results`), so a page served from the store draws nothing.
+    """
+    base = plots.pr_baseline
+    return {
+        "roc": _curves_plot(
+            "roc",
+            "ROC curves",
+            plots.roc,
+            ("false positive rate", "true positive rate"),
+            ((0.0, 0.0), (1.0, 1.0)),
+        ),
+        # A random ranking's precision is the prevalence at every recall.
+        "pr": _curves_plot(
+            "pr",
+            "Precision-recall curves",
+            plots.pr,
+            ("recall", "precision"),
+            ((0.0, base), (1.0, base)) if base is not None else None,
+            legend_bottom=True,
+        ),
+        "reliability": reliability_plot("Reliability diagram", plots.reliability)
+        if plots.reliability
+        else None,
+        "histograms": [
+            (name, histogram_plot(name, counts, plots.positive, plots.negative))
+            for name, counts in plots.histograms
+        ],
+        "positive": plots.positive,
+        "negative": plots.negative,
+    }
