@@ -42,6 +42,7 @@ document.addEventListener("htmx:configRequest", function (ev) {
 (function () {
   "use strict";
   var failed = null;
+  var marked = null;
   function region() { return document.getElementById("request-error"); }
   function show(elt, title, text) {
     var box = region();
@@ -49,11 +50,26 @@ document.addEventListener("htmx:configRequest", function (ev) {
     box.querySelector(".request-error-title").textContent = title;
     box.querySelector(".request-error-text").textContent = text;
     box.hidden = false;
+    unmark();
     failed = elt;
+    // The form that asked is outlined and points at the message (screen readers read it).
+    marked = elt && elt.closest ? (elt.closest("form") || elt) : null;
+    if (marked) {
+      marked.classList.add("request-failed");
+      marked.setAttribute("aria-describedby", "request-error");
+    }
+  }
+  function unmark() {
+    if (marked) {
+      marked.classList.remove("request-failed");
+      marked.removeAttribute("aria-describedby");
+    }
+    marked = null;
   }
   function hide() {
     var box = region();
     if (box) { box.hidden = true; }
+    unmark();
     failed = null;
   }
   function clip(text) {
