@@ -313,8 +313,11 @@ class Job(Base):
     lease_owner: Mapped[str | None] = mapped_column(String(200))
     lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Claims that ran the job's code to a failure (or are running it now), capped by
+    # max_attempts; claims whose worker vanished (lease expired) are counted apart.
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     max_attempts: Mapped[int] = mapped_column(Integer, default=3)
+    lease_losses: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     error: Mapped[str | None] = mapped_column(Text)
     result: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
@@ -403,6 +406,22 @@ class AuthToken(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class LoginFailure(Base):
+    """Recent password sign-in attempts of one name from one client address (the throttle).
+
+    The name is kept as its SHA-256: any string may be typed into the form.
+    """
+
+    __tablename__ = "login_failures"
+    __table_args__ = (UniqueConstraint("name_sha256", "client"), Index(None, "window_start"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name_sha256: Mapped[str] = mapped_column(String(64))
+    client: Mapped[str] = mapped_column(String(64))
+    attempts: Mapped[int] = mapped_column(Integer)
+    window_start: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class ReviewQueue(Base):

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import secrets
-import threading
-import time
-from collections import deque
 from typing import Annotated
 from urllib.parse import urlsplit
 
@@ -13,7 +10,7 @@ from fastapi import Form, Request
 from fastapi.responses import HTMLResponse, Response
 
 from app.db import transaction
-from app.services import users
+from app.services import signin_throttle, users
 from app.services.users import Principal
 from app.tables import Role, TokenKind, User
 from app.web.auth import (
@@ -31,46 +28,6 @@ from app.web.routers import page_router
 from app.web.templating import render
 
 router = page_router()
-
-# Password guessing: after this many failures for one name within the window, that name is
-# refused (429) until the window has passed. Kept per process: with several server processes
-# the allowance is per process, still bounded.
-MAX_FAILURES = 5
-FAILURE_WINDOW_S = 300.0
-
-
-class LoginThrottle:
-    """Recent failed sign-ins per user name, for refusing further guesses for a while."""
-
-    def __init__(self, limit: int = MAX_FAILURES, window_s: float = FAILURE_WINDOW_S) -> None:
-        self.limit = limit
-        self.window_s = window_s
-        self._failures: dict[str, deque[float]] = {}
-        self._lock = threading.Lock()
-
-    def _recent(self, name: str, now: float) -> deque[float]:
-        times = self._failures.setdefault(name, deque())
-        while times and now - times[0] > self.window_s:
-            times.popleft()
-        return times
-
-    def blocked(self, name: str) -> bool:
-        """Whether ``name`` has used up its failures in the window."""
-        with self._lock:
-            return len(self._recent(name, time.monotonic())) >= self.limit
-
-    def failed(self, name: str) -> None:
-        """Count one failed sign-in of ``name``."""
-        with self._lock:
-            self._recent(name, time.monotonic()).append(time.monotonic())
-
-    def succeeded(self, name: str) -> None:
-        """Forget ``name``'s failures."""
-        with self._lock:
-            self._failures.pop(name, None)
-
-
-THROTTLE = LoginThrottle()
 
 
 def safe_next(target: str | None) -> str:
@@ -146,15 +103,19 @@ def login(
 ) -> Response:
     """Check the password and start a browser session; the same message for any failure."""
     _check_login_csrf(request, csrf_token)
-    if THROTTLE.blocked(name):
+    client = request.client.host if request.client else ""
+    # Counted before the password is checked (see signin_throttle), in its own transaction.
+    with transaction(store.write_factory) as session:
+        admitted = signin_throttle.admit(session, name, client)
+    if not admitted:
         busy = "Too many failed sign-ins for this name; try again in a few minutes."
         return _login_page(request, next, name, busy, 429)
     with transaction(store.factory) as session:
         user = users.authenticate(session, name, password)
     if user is None:
-        THROTTLE.failed(name)
         return _login_page(request, next, name, "Wrong name or password.", 401)
-    THROTTLE.succeeded(name)
+    with transaction(store.write_factory) as session:
+        signin_throttle.succeeded(session, name, client)
     return _start_session(request, store, user, next)
 
 
