@@ -125,8 +125,11 @@ def test_errors(loaded: sessionmaker[Session]) -> None:
             disagreements(session, "judgebench", [REWARD], mode=MODE)
         with pytest.raises(InvalidInput, match="detector-vs-judge mode only"):
             disagreements(session, "judgebench", [REWARD], judge=O1_MINI_JUDGE)
-        with pytest.raises(InvalidInput, match="no scores"):
-            disagreements(session, "judgebench", [O1_MINI_JUDGE], mode=MODE, judge=O1_MINI_JUDGE)
+    # o1-mini scores the pairs now (its two-order P(A better)); a detector without scores fails.
+    with transaction(loaded) as session:
+        session.add(Detector(name="unscored", kind="judge"))
+    with loaded() as session, pytest.raises(InvalidInput, match="no scores"):
+        disagreements(session, "judgebench", ["unscored"], mode=MODE, judge=O1_MINI_JUDGE)
 
 
 @pytest.fixture

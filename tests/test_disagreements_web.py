@@ -18,13 +18,15 @@ from markupsafe import escape
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.db import transaction
 from app.services import disagreement_modes
+from app.services.benchmarks import bump_data_version
 from app.services.disagreement_modes import inputs
 from app.services.disagreement_modes.base import DetectorKind, DisagreementMode, ParamKind
 from app.services.disagreement_query import build_query, mode_param_names
 from app.services.disagreements import disagreements, find_disagreements
 from app.services.queue_sources import disagreement_ids
-from app.tables import Benchmark
+from app.tables import Benchmark, Detector, Instance, Judgment
 from tests.test_disagreements_judge import client, loaded
 from tests.test_ingest_helpers import O1_MINI_JUDGE
 
@@ -128,21 +130,33 @@ def test_form_fields_follow_the_declared_parameters(client: TestClient) -> None:
     assert not re.search(r'<select name="detector"[^>]* multiple', threshold)
 
 
-def test_detector_choices_follow_the_mode(client: TestClient) -> None:
+def test_detector_choices_follow_the_mode(
+    client: TestClient, loaded: sessionmaker[Session]
+) -> None:
     def options(page: str) -> list[str]:
         select_ = re.search(r'<select name="detector".*?</select>', page, re.S)
         assert select_ is not None
         return re.findall(r'<option value="([^"]*)"', select_.group(0))
 
+    # A judge with AB calls only: it judged, but has no two-order score.
+    with transaction(loaded) as session:
+        one = Detector(name="one-order", kind="judge")
+        session.add(one)
+        session.flush()
+        first = session.scalar(select(Instance.id).order_by(Instance.id).limit(1))
+        session.add(Judgment(instance_id=first, detector_id=one.id, order="AB", choice="A"))
+        bump_data_version(session, session.scalars(select(Benchmark)).one())
     scored = client.get(PAGE, params={"mode": "threshold"}).text
-    assert options(scored) == ["", *sorted(REWARDS)]
-    # The reward models' files hold verdicts too, so they are judges as well; o1-mini only is.
+    # o1-mini judged both orders, so it scores the pairs (P(A better)) beside the reward models.
+    assert options(scored) == ["", O1_MINI_JUDGE, *sorted(REWARDS)]
+    # The reward models' files hold verdicts too, so they are judges as well.
     judges = client.get(PAGE, params={"mode": "judge-orders"}).text
     assert options(judges)[:2] == ["", O1_MINI_JUDGE] and set(options(judges)) > set(REWARDS)
+    assert "one-order" in options(judges)
     # A judge left selected when switching to a scored mode is left out, not an error.
-    switched = client.get(PAGE, params={"mode": "threshold", "detector": O1_MINI_JUDGE}, headers=HX)
+    switched = client.get(PAGE, params={"mode": "threshold", "detector": "one-order"}, headers=HX)
     assert switched.status_code == 200
-    assert "Left out (this mode does not take them): " + O1_MINI_JUDGE in switched.text
+    assert "Left out (this mode does not take them): one-order" in switched.text
     assert "Choose a detector" in switched.text and not row_ids(switched.text)
     # Several detectors left from consensus: a one-detector mode keeps the first.
     trimmed = client.get(PAGE, params={"mode": "threshold", "detector": REWARDS}, headers=HX)

@@ -122,7 +122,7 @@ def test_matrix_page_has_an_ece_column(client: TestClient) -> None:
     assert header is not None and header.group(0).count('<th class="num">ECE</th>') == 1
     api = client.get("/api/benchmarks/judgebench/metrics", params={"resamples": 100}).json()
     rows = matrix_rows(page)
-    assert len(rows) == 3
+    assert len(rows) == 4  # three reward models and o1-mini's two-order score
     for row in (r for r in api["rows"] if r["slice"] is None):
         lo, hi = row["ece_ci"]
         assert rows[row["detector"]][-1] == f"{row['ece']:,.3f}[{lo:.3f}, {hi:.3f}]"

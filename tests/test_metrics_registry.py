@@ -159,8 +159,9 @@ def test_one_load_of_labelled_items_per_request(
             assert loads == [params.get("label", "reference")], (path, attempt)
     # The page really drew what it read: the matrix rows and a plot per detector.
     page = client.get("/benchmarks/judgebench/metrics", params=params).text
-    assert page.count('<tr class="all"') == 3
-    assert page.count('<svg class="plot histogram"') == 3
+    # Three reward models and o1-mini's two-order score.
+    assert page.count('<tr class="all"') == 4
+    assert page.count('<svg class="plot histogram"') == 4
 
 
 def test_api_body_is_typed_from_the_registry(client: TestClient) -> None:
