@@ -267,7 +267,7 @@ CASES = [
     ),
     Case(
         "table JSONL missing field",
-        _jsonl([{"id": 1, "text": "ok", "truth": 1, "p": 0.1}, {"id": 2, "text": "a\x00b"}]),
+        _jsonl([{"id": 1, "text": "ok", "truth": 1, "p": 0.1}, {"id": 2, "text": "ab"}]),
         _table,
         2,
         "truth",

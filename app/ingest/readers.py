@@ -3,6 +3,10 @@
 Every problem is an :class:`~app.errors.InvalidInput` saying ``file:line: field: reason``. Lines
 are physical lines for CSV (the header is line 1) and JSONL; for Parquet the "line" is the
 1-based row number.
+
+Text is checked here, where it enters: no NUL characters or lone surrogates (which neither
+database stores) in any value or key, and no JSON nested deeper than
+:data:`~app.ingest.values.MAX_NESTING`.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import csv
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,10 +24,12 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from app.errors import InvalidInput
-from app.ingest.json_paths import first_string_path
+from app.ingest.json_paths import first_string_path, nesting_depth
+from app.ingest.values import MAX_NESTING, find_unstorable, printable, unstorable
 
 # Whole-record problems (malformed JSON, ragged CSV row, empty file) have no single field.
 RECORD = "record"
@@ -34,6 +41,9 @@ _FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "p
 _FORMATS[".pq"] = "parquet"
 _MISSING = object()
 T = TypeVar("T")
+# In JSON, NUL and surrogates can only come from \u escapes (raw control characters are
+# malformed JSON, raw surrogate bytes malformed UTF-8): lines without one skip the walk.
+_SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 
 
 @dataclass(slots=True)
@@ -205,6 +215,8 @@ def _open_csv(
     for column in header:
         if column in seen:
             raise InvalidInput("duplicate column", file=name, line=1, field=column)
+        if reason := unstorable(column):
+            raise InvalidInput(reason, file=name, line=1, field=printable(column))
         seen.add(column)
     for column in required:
         if column not in seen:
@@ -246,6 +258,12 @@ def _csv_rows(
                     line=line,
                     field=RECORD,
                 )
+            # Strict UTF-8 decoding leaves no surrogates; a NUL byte is read as text.
+            if "\x00" in "".join(values):
+                field, reason = next(
+                    (c, r) for c, v in zip(header, values, strict=True) if (r := unstorable(v))
+                )
+                raise InvalidInput(reason, file=name, line=line, field=field)
             index += 1
             yield Row(name, line, index, dict(zip(header, values, strict=True)))
     except UnicodeDecodeError:
@@ -286,7 +304,25 @@ def _csv_utf8_error(path: str | os.PathLike[str], name: str) -> InvalidInput:
 
 def _escaped_path(value: Any) -> str | None:
     """The JSON path of the first string (key or value) that holds undecodable bytes."""
-    return first_string_path(value, _has_escaped_bytes, "", keys=True, root=RECORD)
+    found = first_string_path(value, _has_escaped_bytes, "", keys=True, root=RECORD)
+    return None if found is None else printable(found)
+
+
+def _json_record(text: str, name: str, number: int) -> Any:
+    """One JSONL line parsed; malformed JSON and JSON nested too deeply are located errors."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        data = None  # deeper than the parser goes: measured as too deep below
+    else:
+        # Depth is at most the number of brackets: most lines need no walk.
+        if text.count("[") + text.count("{") <= MAX_NESTING:
+            return data
+        if nesting_depth(data, MAX_NESTING) <= MAX_NESTING:
+            return data
+    raise InvalidInput(
+        f"nested deeper than {MAX_NESTING} levels", file=name, line=number, field=RECORD
+    )
 
 
 def _jsonl_rows(fh: IO[bytes], name: str, required: Sequence[str]) -> Iterator[Row]:
@@ -296,7 +332,7 @@ def _jsonl_rows(fh: IO[bytes], name: str, required: Sequence[str]) -> Iterator[R
         if not text.strip():
             continue
         try:
-            data = json.loads(text.rstrip("\r\n"))
+            data = _json_record(text.rstrip("\r\n"), name, number)
         except json.JSONDecodeError as exc:
             if bad:
                 raise _utf8_error(name, number, RECORD, bad[0][1]) from exc
@@ -308,6 +344,8 @@ def _jsonl_rows(fh: IO[bytes], name: str, required: Sequence[str]) -> Iterator[R
             ) from exc
         if bad:
             raise _utf8_error(name, number, _escaped_path(data) or RECORD, bad[0][1])
+        if _SUSPECT_ESCAPE.search(text) and (found := find_unstorable(data, root=RECORD)):
+            raise InvalidInput(found[1], file=name, line=number, field=found[0])
         if not isinstance(data, dict):
             raise InvalidInput(
                 f"expected a JSON object, got {type_name(data)}",
@@ -330,6 +368,8 @@ def _open_parquet(path: str | os.PathLike[str], name: str, required: Sequence[st
     except (pa.ArrowException, OSError) as exc:
         raise InvalidInput(f"not a readable Parquet file: {exc}", file=name, field=RECORD) from exc
     names = list(parquet.schema_arrow.names)
+    if problem := _schema_problem(parquet.schema_arrow):
+        raise InvalidInput(problem[1], file=name, field=problem[0])
     for column in required:
         if column not in names:
             raise InvalidInput("missing column", file=name, field=column)
@@ -338,10 +378,103 @@ def _open_parquet(path: str | os.PathLike[str], name: str, required: Sequence[st
     return Table(name, "parquet", names, lambda only: _parquet_rows(parquet, name, only))
 
 
+def _schema_problem(schema: pa.Schema) -> tuple[str, str] | None:
+    """(field, reason) of a name that cannot be stored or a type nested too deeply, or None.
+
+    A column's values nest as deeply as its type (at most :data:`MAX_NESTING` levels).
+    """
+    for column in schema:
+        stack = [(column, 0)]
+        while stack:
+            field, depth = stack.pop()
+            if reason := unstorable(field.name):
+                return printable(field.name), reason
+            if depth > MAX_NESTING:
+                return printable(column.name), f"nested deeper than {MAX_NESTING} levels"
+            kind = field.type
+            children = [kind.field(i) for i in range(kind.num_fields)]
+            stack.extend((child, depth + 1) for child in children)
+    return None
+
+
 def _parquet_rows(parquet: pq.ParquetFile, name: str, columns: list[str] | None) -> Iterator[Row]:
     index = 0
     # Row-group batches keep memory flat whatever the file size.
-    for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=columns):
-        for data in batch.to_pylist():
+    batches = parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=columns)
+    while True:
+        try:
+            batch = next(batches, None)
+        except (pa.ArrowException, OSError) as exc:
+            # A corrupt page behind an intact footer: found when its row group is read.
+            raise _parquet_read_error(parquet, name, columns, exc) from None
+        if batch is None:
+            return
+        try:
+            rows = batch.to_pylist()
+        except UnicodeDecodeError:
+            raise _parquet_utf8_error(batch, name, index) from None
+        if found := _parquet_unstorable(batch, rows):
+            row, field, reason = found
+            raise InvalidInput(reason, file=name, line=index + row + 1, field=field)
+        for data in rows:
             index += 1
             yield Row(name, index, index, data)
+
+
+def _parquet_unstorable(
+    batch: pa.RecordBatch, rows: list[dict[str, Any]]
+) -> tuple[int, str, str] | None:
+    """(row in batch, field, reason) of the first unstorable string of a batch, or None.
+
+    Valid UTF-8 holds no surrogates, so flat text columns are searched for NUL by Arrow; only
+    nested columns are walked row by row.
+    """
+    for position, column in enumerate(batch.schema.names):
+        array = batch.column(position)
+        if pa.types.is_nested(array.type):
+            for row, data in enumerate(rows):
+                if found := find_unstorable(data[column], printable(column)):
+                    return row, found[0], found[1]
+            continue
+        if pa.types.is_dictionary(array.type):
+            array = array.dictionary
+        if not (pa.types.is_string(array.type) or pa.types.is_large_string(array.type)):
+            continue
+        if pc.any(pc.match_substring(array, "\x00")).as_py():
+            for row, data in enumerate(rows):
+                if isinstance(text := data[column], str) and (reason := unstorable(text)):
+                    return row, column, reason
+    return None
+
+
+def _parquet_utf8_error(batch: pa.RecordBatch, name: str, before: int) -> InvalidInput:
+    """Where the first string that is not UTF-8 is (a slow path, run on error)."""
+    for row in range(batch.num_rows):
+        for position, column in enumerate(batch.schema.names):
+            try:
+                batch.column(position)[row].as_py()
+            except UnicodeDecodeError as exc:
+                reason = f"invalid UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+                return InvalidInput(reason, file=name, line=before + row + 1, field=column)
+    return InvalidInput("invalid UTF-8", file=name, line=before + 1, field=RECORD)
+
+
+def _parquet_read_error(
+    parquet: pq.ParquetFile, name: str, columns: list[str] | None, exc: Exception
+) -> InvalidInput:
+    """The first row group that cannot be read, by its first row (a slow path, run on error)."""
+    detail = " ".join(str(exc).split())
+    first = 1
+    for group in range(parquet.num_row_groups):
+        try:
+            parquet.read_row_group(group, columns=columns)
+        except (pa.ArrowException, OSError) as error:
+            detail = " ".join(str(error).split())
+            return InvalidInput(
+                f"unreadable Parquet data in row group {group + 1}: {detail}",
+                file=name,
+                line=first,
+                field=RECORD,
+            )
+        first += parquet.metadata.row_group(group).num_rows
+    return InvalidInput(f"unreadable Parquet data: {detail}", file=name, field=RECORD)

@@ -23,7 +23,7 @@ from app.errors import Conflict, InvalidInput
 from app.ingest.bulk import bulk_insert, one_of
 from app.ingest.readers import file_sha256
 from app.ingest.records import ImportCounts, Record, SourceFields
-from app.ingest.values import MAX_ID_LENGTH, find_nul
+from app.ingest.values import MAX_ID_LENGTH, find_unstorable, unstorable
 from app.natural_sort import natural_key
 from app.tables import (
     Benchmark,
@@ -144,22 +144,15 @@ class RecordWriter:
                     line=record.line,
                     field=field,
                 )
-        if where := find_nul(record.payload, ""):
-            top = where.split(".", 1)[0].split("[", 1)[0]
+        # Readers refuse such text in what they read; payloads are also built (option lists).
+        if found := find_unstorable(record.payload):
+            top = found[0].split(".", 1)[0].split("[", 1)[0]
             raise InvalidInput(
-                "NUL character (cannot be stored)",
-                file=self.file,
-                line=record.line,
-                field=self.fields.of_payload(top),
+                found[1], file=self.file, line=record.line, field=self.fields.of_payload(top)
             )
         for j in record.judgments:
-            if "\x00" in j.raw_output:
-                raise InvalidInput(
-                    "NUL character (cannot be stored)",
-                    file=self.file,
-                    line=record.line,
-                    field=j.field,
-                )
+            if reason := unstorable(j.raw_output):
+                raise InvalidInput(reason, file=self.file, line=record.line, field=j.field)
 
     def _write_instances(self, records: list[Record]) -> tuple[dict[str, int], set[int]]:
         """Insert new instances; return every record's instance id and the pre-existing ones."""
