@@ -303,8 +303,8 @@ def test_queue_forms(admin: Any, served: tuple[str, Store]) -> None:
     )
     expect(admin.locator("#labels")).to_contain_text(re.compile(rf"adjudicated \S+ by {ADMIN}"))
     with transaction(store.factory) as s:
-        reason = s.scalar(select(LabelEvent.reason).where(LabelEvent.author == ADMIN))
-        assert reason == "the key is wrong"
+        reasons = set(s.scalars(select(LabelEvent.reason).where(LabelEvent.author == ADMIN)))
+        assert "the key is wrong" in reasons
 
 
 # --- a failed htmx request ---------------------------------------------------------------------

@@ -14,6 +14,7 @@ from app.services import jobs
 from app.settings import Settings
 from app.store import Store
 from tests.auth_support import signed_in_context
+from tests.form_support import submit_form
 from tests.live_server import live_server
 from tests.test_browser import browser
 
@@ -49,7 +50,7 @@ def test_progress_bar_follows_the_worker_and_cancel_stops_the_job(
         jobs.set_progress(s, job_id, "w", 7, 10)
     # The page's CSP forbids eval, so wait with a locator assertion, not wait_for_function.
     expect(page.locator("#job progress")).to_have_attribute("value", "7")
-    page.get_by_role("button", name="Cancel").click()
+    submit_form(page, "job-cancel")
     page.wait_for_selector("text=cancelled")
     assert page.locator("#job[hx-trigger]").count() == 0  # a finished job stops polling
     assert page.get_by_role("button", name="Retry").is_visible()

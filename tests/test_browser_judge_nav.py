@@ -30,6 +30,7 @@ from app.store import Store
 from app.tables import Benchmark, Detector, Instance, Judgment, Score
 from tests import factories as f
 from tests.auth_support import api_client, signed_in_context
+from tests.form_support import submit_form
 from tests.live_server import live_server
 from tests.test_browser import browser
 
@@ -171,7 +172,7 @@ def test_judge_form_from_the_benchmark_page_to_the_job_and_its_output(
     expect(page.get_by_label("A sample of N pairs")).to_be_visible()
     page.get_by_label("A sample of N pairs").fill("2")
     page.get_by_label("Seed").fill("3")
-    page.get_by_role("button", name="Queue judge job").click()
+    submit_form(page, "judge")
     page.wait_for_url(re.compile(r".*/jobs/\d+$"))
     job_id = int(page.url.rsplit("/", 1)[1])
     expect(page.locator("#job")).to_contain_text("a sample of 2 (seed 3)")

@@ -27,6 +27,7 @@ from app.services.users import Principal
 from app.settings import Settings
 from app.tables import Comment, ReviewQueue, Role, TokenKind, User
 from tests.auth_support import PASSWORD, ensure_user, token_for
+from tests.form_support import submit_form
 from tests.live_server import live_server
 from tests.test_browser import browser
 from tests.test_ingest_helpers import O1_MINI, PAIRS_GPT4O, REWARD_OUTPUTS
@@ -130,7 +131,7 @@ def test_blind_for_the_reviewer_until_a_logged_reveal(
     # Back on the first item: the reveal is a click, logged as a note under her name.
     page.goto(f"{url}/queues/{queue_id}/items/{item}")
     _assert_blind(page)
-    page.click("#reveal-form button")
+    submit_form(page, "queue-reveal")
     expect(page.locator("#labels")).to_contain_text("Original")
     expect(page.locator("#labels")).to_contain_text("ann: B")
     expect(page.locator("#adjudicate-form")).to_be_visible()
@@ -176,7 +177,7 @@ def test_new_queue_from_the_list_of_queues(browser: Any, served: tuple[str, Sett
     query.fill(f"score_detector={REWARD}&score_min=0.5")
     form.locator("input[name=overlap_k]").fill("1")
     form.locator("textarea[name=instructions]").fill(INSTRUCTIONS)
-    form.locator("button[type=submit]").click()
+    submit_form(page, "queue-new")
     expect(page).to_have_url(re.compile(r"/queues/\d+$"))
     queue_id = int(page.url.rsplit("/", 1)[1])
     expect(page.locator("h1")).to_contain_text("from the queue list")

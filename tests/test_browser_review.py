@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import Download, expect
 from sqlalchemy import select
 
 from app import migrate
@@ -26,6 +26,7 @@ from app.services.labels import append_label, current_labels
 from app.settings import Settings
 from app.tables import Instance, ReviewQueue, TokenKind
 from tests.auth_support import PASSWORD, ensure_user, token_for
+from tests.form_support import submit_form
 from tests.live_server import live_server
 from tests.test_browser import browser
 from tests.test_ingest_helpers import O1_MINI, PAIRS_GPT4O, REWARD_OUTPUTS
@@ -73,9 +74,7 @@ def _password_sign_in(browser: Any, url: str, name: str) -> tuple[Any, Any, list
     problems = _watch(page)
     page.goto(f"{url}/queues")  # signed out: sent to the sign-in form, and back afterwards
     expect(page).to_have_url(re.compile(r"/login\?next=%2Fqueues$"))
-    page.fill("input[name=name]", name)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
+    submit_form(page, "sign-in", {"name": name, "password": PASSWORD})
     expect(page).to_have_url(f"{url}/queues")
     return context, page, problems
 
@@ -111,7 +110,7 @@ def test_review_walkthrough(browser: Any, served: tuple[str, Settings], tmp_path
     rita = rita_ctx.new_page()
     rita_problems = _watch(rita)
     rita.goto(f"{url}/signin/{link}")
-    rita.click("#use-link")
+    submit_form(rita, "sign-in-link")
     expect(rita).to_have_url(f"{url}/")
     rita.goto(
         f"{url}/benchmarks/{BENCH}/disagreements?detector={quote(REWARD, safe='')}"
@@ -121,8 +120,7 @@ def test_review_walkthrough(browser: Any, served: tuple[str, Settings], tmp_path
     assert n_disagreements >= 4
     rita.click("a.queue-link")
     expect(rita.locator("select[name=source]")).to_have_value("disagreements")
-    rita.fill("input[name=name]", "confident RM disagreements")
-    rita.click("form.queue-form button[type=submit]")
+    submit_form(rita, "queue-new", {"name": "confident RM disagreements"})
     expect(rita).to_have_url(re.compile(r"/queues/\d+$"))
     queue_id = int(rita.url.rsplit("/", 1)[1])
     assert f"{n_disagreements} items" in rita.locator("main").inner_text()
@@ -174,7 +172,7 @@ def test_review_walkthrough(browser: Any, served: tuple[str, Settings], tmp_path
     form = rita.locator("#adjudicate-form")
     form.locator("input[name=reason]").fill("the reference key is wrong <b>really</b>")
     form.locator("input[name=tags][value='wrong reference']").check()
-    form.locator(f"button.adjudicate[value='{voted[1][1]}']").click()
+    submit_form(rita, "queue-adjudicate", button=f"button.adjudicate[value='{voted[1][1]}']")
     expect(rita.locator("#adjudicate-form")).to_be_visible()
     rita.goto(f"{url}/queues/{queue_id}")
     expect(rita.locator("#complete")).to_have_text("2")
@@ -193,10 +191,10 @@ def test_review_walkthrough(browser: Any, served: tuple[str, Settings], tmp_path
     export = rita.locator(f"form[action='/benchmarks/{BENCH}/export']")
     export.locator("select[name=format]").select_option("jsonl")
     export.locator("select[name=labels]").select_option("resolved")
-    with rita.expect_download() as info:
-        export.locator("button", has_text="Download export").click()
+    download = submit_form(rita, "export", download=True)
+    assert isinstance(download, Download)
     path = tmp_path / "export.jsonl"
-    info.value.save_as(path)
+    download.save_as(path)
     rows = {r["external_id"]: r for r in map(json.loads, path.read_text().splitlines())}
     assert len(rows) == 350
     for ext, value in voted[:2]:
@@ -204,10 +202,10 @@ def test_review_walkthrough(browser: Any, served: tuple[str, Settings], tmp_path
         assert rows[ext]["original:reference"] == originals[ext]
     # The undone vote changed nothing.
     assert rows[voted[2][0]]["label:reference"] == originals[voted[2][0]]
-    with rita.expect_download() as info:
-        export.locator("button", has_text="changelog").click()
+    changelog = submit_form(rita, "export", button="button:has-text('changelog')", download=True)
+    assert isinstance(changelog, Download)
     log = tmp_path / "changelog.csv"
-    info.value.save_as(log)
+    changelog.save_as(log)
     changed = {r["external_id"]: r for r in csv.DictReader(log.open())}
     assert set(changed) == {voted[0][0], voted[1][0]}
     assert changed[voted[1][0]]["rule"] == "adjudication"
@@ -234,8 +232,7 @@ def test_hostile_text_renders_inert(browser: Any, served: tuple[str, Settings]) 
     page.goto(f"{url}/signin/{token_for(settings, 'rita', 'reviewer', TokenKind.signin)}")
     page.click("#use-link")
     page.goto(f"{url}/benchmarks/{BENCH}/instances/{quote(ext, safe='')}")
-    page.fill("#note", HOSTILE)
-    page.click("#note-form button[type=submit]")
+    submit_form(page, "instance-note", {"body": HOSTILE})
     expect(page.locator("#comments .comment .text")).to_have_text(HOSTILE)
     queue_page = f"{url}/benchmarks/{BENCH}/queues/new?source=filter&query="
     page.goto(queue_page)
