@@ -42,6 +42,7 @@ def job_row(job: Job) -> dict[str, Any]:
         "progress": [job.progress_done, job.progress_total],
         "attempts": job.attempts,
         "max_attempts": job.max_attempts,
+        "lease_losses": job.lease_losses,
         "params": job.params,
         "error": job.error,
         "result": job.result,
@@ -129,6 +130,15 @@ def submit(enqueue: Callable[[Session], Job], wait: bool, device: str) -> None:
 
 WaitOption = Annotated[bool, typer.Option("--wait", help="Run or follow the job to its end.")]
 DeviceOption = Annotated[str, typer.Option("--device", help="auto, cpu or cuda:N (--wait).")]
+MaxAttemptsOption = Annotated[
+    int,
+    typer.Option(
+        "--max-attempts",
+        min=1,
+        help="Failures of the job's code before it fails for good (workers killed under it "
+        f"count apart, up to {jobs.MAX_LEASE_LOSSES}).",
+    ),
+]
 
 
 def detector_name_option(flag: str, default: str) -> Any:
@@ -161,12 +171,21 @@ def submit_options(
 
     ``params_type`` is a dataclass; ``given`` adds the parameters the command computes or
     names differently (and overrides an option of the same name). ``--wait`` and ``--device``
-    are the command's own, as for :func:`submit`.
+    are the command's own, as for :func:`submit`, and so is ``--max-attempts`` where the command
+    has it.
     """
     wanted = {f.name for f in dataclasses.fields(params_type)}  # type: ignore[arg-type]
     options = {name: value for name, value in ctx.params.items() if name in wanted}
     params = build(lambda: params_type(**(options | given)))
-    submit(lambda s: enqueue(s, params), ctx.params["wait"], ctx.params["device"])
+    attempts = ctx.params.get("max_attempts")
+
+    def queue(session: Session) -> Job:
+        job = enqueue(session, params)
+        if attempts is not None:
+            job.max_attempts = attempts
+        return job
+
+    submit(queue, ctx.params["wait"], ctx.params["device"])
 
 
 def judge(
@@ -213,6 +232,7 @@ def judge(
     ] = None,
     wait: WaitOption = False,
     device: DeviceOption = "auto",
+    max_attempts: MaxAttemptsOption = jobs.DEFAULT_MAX_ATTEMPTS,
     *,
     ctx: typer.Context,
 ) -> None:
@@ -253,6 +273,7 @@ def extract(
     limit: Annotated[int | None, typer.Option("--limit")] = None,
     wait: WaitOption = False,
     device: DeviceOption = "auto",
+    max_attempts: MaxAttemptsOption = jobs.DEFAULT_MAX_ATTEMPTS,
     *,
     ctx: typer.Context,
 ) -> None:

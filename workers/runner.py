@@ -184,7 +184,7 @@ class Worker:
         ctx = JobContext(self.store, claimed, self.device, self.shutdown, cache=self.cache)
         beat = _Heartbeat(ctx, self.lease_seconds)
         beat.start()
-        self.log(f"job {claimed.job_id} ({claimed.kind}) attempt {claimed.attempt}: started")
+        self.log(f"job {claimed.job_id} ({claimed.kind}) {_attempt(claimed)}: started")
         try:
             result = self.handlers[claimed.kind](ctx)
         except JobStopped:
@@ -217,6 +217,13 @@ class Worker:
             return "released"
         self.log(f"job {ctx.claim.job_id}: stopped (cancelled or lease lost)")
         return "stopped"
+
+
+def _attempt(claimed: jobs.Claim) -> str:
+    """``attempt N``, and the leases lost before it (workers killed under the job) if any."""
+    n = claimed.lease_losses
+    lost = f" after {n} lost lease{'s' if n != 1 else ''}" if n else ""
+    return f"attempt {claimed.attempt}{lost}"
 
 
 def known_kinds(handlers: dict[str, Handler], wanted: Iterable[str] | None) -> dict[str, Handler]:

@@ -5,6 +5,11 @@ Jobs are rows. A worker claims one with a single ``UPDATE ... RETURNING`` whose 
 makes the update atomic anyway), so two workers never run the same job. Every write by the
 worker names its lease owner: a worker whose lease was taken over or whose job was cancelled
 changes nothing.
+
+A claim whose lease expires (its worker was killed, lost its machine or its database
+connection) is a *lost lease*, not a failed attempt: the job's code did not fail. Lost leases
+are counted apart (``lease_losses``) under their own, larger cap (:data:`MAX_LEASE_LOSSES`), so
+a job survives workers being killed under it, while one that kills every worker still ends.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, case, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.errors import Conflict, InvalidInput
@@ -22,20 +27,33 @@ from app.tables import Job, JobStatus, utcnow
 
 ACTIVE = (JobStatus.queued.value, JobStatus.running.value)
 FINISHED = (JobStatus.done.value, JobStatus.failed.value, JobStatus.cancelled.value)
+DEFAULT_MAX_ATTEMPTS = 3
+# Workers killed under one job before it fails for good (its code never failed meanwhile).
+MAX_LEASE_LOSSES = 20
+# Between the messages a job's error accumulates.
+ERROR_SEPARATOR = "; "
+
+
+def lease_loss_message() -> str:
+    """The error a job fails with when its lease was lost :data:`MAX_LEASE_LOSSES` times."""
+    return f"lease lost {MAX_LEASE_LOSSES} times (worker killed or cut off each time); gave up"
 
 
 @dataclass(frozen=True)
 class Claim:
-    """A job a worker now holds: its id, kind, parameters, attempt number and lease owner."""
+    """A job a worker now holds: id, kind, parameters, attempt number, lease owner, lost leases."""
 
     job_id: int
     kind: str
     params: dict[str, Any]
     attempt: int
     owner: str
+    lease_losses: int = 0
 
 
-def enqueue(session: Session, kind: str, params: dict[str, Any], *, max_attempts: int = 3) -> Job:
+def enqueue(
+    session: Session, kind: str, params: dict[str, Any], *, max_attempts: int = DEFAULT_MAX_ATTEMPTS
+) -> Job:
     """Add a queued job; flushed, never committed.
 
     Raises
@@ -67,30 +85,45 @@ def list_jobs(
     return list(session.scalars(q))
 
 
+def _appended(message: str) -> ColumnElement[str]:
+    """``jobs.error`` with ``message`` added after a separator (just ``message`` when empty)."""
+    return case(
+        (func.coalesce(Job.error, "") == "", message),
+        else_=Job.error + ERROR_SEPARATOR + message,
+    )
+
+
 def requeue_stale(session: Session, now: datetime | None = None) -> int:
-    """Put running jobs whose lease expired back in the queue, or fail them when out of attempts.
+    """Put running jobs whose lease expired back in the queue, or fail them at the lease cap.
 
     A worker that died (SIGKILL, lost machine) stops heart-beating; its job must not stay
-    "running" forever. Returns the number of jobs touched.
+    "running" forever. Its claim is a lost lease, not an attempt: ``attempts`` is given back
+    and ``lease_losses`` counted; the job fails at :data:`MAX_LEASE_LOSSES`. Returns the number
+    of jobs touched.
     """
     now = now or utcnow()
     stale = and_(Job.status == JobStatus.running.value, Job.lease_expires_at < now)
+    lost = {
+        "lease_owner": None,
+        "lease_expires_at": None,
+        "attempts": Job.attempts - 1,
+        "lease_losses": Job.lease_losses + 1,
+    }
     failed = session.execute(
         update(Job)
-        .where(stale, Job.attempts >= Job.max_attempts)
+        .where(stale, Job.lease_losses + 1 >= MAX_LEASE_LOSSES)
         .values(
+            **lost,
             status=JobStatus.failed.value,
-            lease_owner=None,
-            lease_expires_at=None,
             finished_at=now,
-            error=func.coalesce(Job.error, "") + "lease expired on the last attempt (worker lost)",
+            error=_appended(lease_loss_message()),
         )
         .execution_options(synchronize_session=False)
     ).rowcount
     requeued = session.execute(
         update(Job)
         .where(stale)
-        .values(status=JobStatus.queued.value, lease_owner=None, lease_expires_at=None)
+        .values(**lost, status=JobStatus.queued.value)
         .execution_options(synchronize_session=False)
     ).rowcount
     return int(failed or 0) + int(requeued or 0)
@@ -141,12 +174,13 @@ def claim(
             attempts=Job.attempts + 1,
             started_at=func.coalesce(Job.started_at, now),
         )
-        .returning(Job.id, Job.kind, Job.params, Job.attempts)
+        .returning(Job.id, Job.kind, Job.params, Job.attempts, Job.lease_losses)
         .execution_options(synchronize_session=False)
     ).first()
     if row is None:
         return None
-    return Claim(job_id=row[0], kind=row[1], params=dict(row[2]), attempt=row[3], owner=owner)
+    job_id, kind, params, attempt, losses = row
+    return Claim(job_id, kind, dict(params), attempt, owner, lease_losses=losses)
 
 
 def _owned(job_id: int, owner: str) -> ColumnElement[bool]:
@@ -279,6 +313,7 @@ def retry(session: Session, job_id: int) -> Job:
         )
     job.status = JobStatus.queued.value
     job.attempts = 0
+    job.lease_losses = 0
     job.finished_at = None
     session.flush()
     return job
