@@ -361,7 +361,8 @@ def _report(
     n_tokens = sum(len(t) for t in transcripts)
     items_in_peak = min(args.batch_size, len(transcripts))
     report: dict[str, Any] = {
-        "model": "SmolLM2-135M-Instruct",
+        "model": Path(loaded.info.path).name,  # the converted SmolLM2 unless --model-dir
+        "model_layers": loaded.info.n_layers,
         "device": str(loaded.model.device),
         "dtype": str(loaded.model.dtype).removeprefix("torch."),
         "torch_threads": torch.get_num_threads(),

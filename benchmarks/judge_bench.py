@@ -162,7 +162,8 @@ def main() -> None:
     basis = cpu if on_cpu else wall
     generated = sum(len(g) for g in outputs["no_capture"])
     report: dict[str, Any] = {
-        "model": "SmolLM2-135M-Instruct",
+        "model": Path(loaded.info.path).name,  # the converted SmolLM2 unless --model-dir
+        "model_layers": loaded.info.n_layers,
         "device": str(loaded.model.device),
         "dtype": str(loaded.model.dtype).removeprefix("torch."),
         "torch_threads": torch.get_num_threads(),

@@ -1,8 +1,13 @@
 """Latency of the benchmark and instance pages with 100,000 seeded instances, on loopback.
 
-Seeds a temporary store with bulk Core inserts, serves the real app with uvicorn in a
-subprocess, drives it with concurrent httpx clients and prints JSON (p50/p95 per page type,
-plus the uncached service cost of each filter). Run: ``python benchmarks/pages_bench.py``.
+Seeds a temporary store with bulk Core inserts, adds an admin user through the users service,
+serves the real app with uvicorn in a subprocess, signs in through ``/login`` (a session
+cookie, as a browser) and drives it with concurrent httpx clients. Every measured response must
+be 200 (a 303 to the sign-in form is an error, not a fast page). Prints JSON: p50/p95 per page
+type and server CPU per request, plus the uncached service cost of each filter::
+
+    python benchmarks/pages_bench.py [--instances 100000] [--requests 400] [--concurrency 1,8]
+        [--workers 1,2] [--databases sqlite,postgresql]
 """
 
 from __future__ import annotations
@@ -11,12 +16,9 @@ import argparse
 import json
 import os
 import random
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -25,8 +27,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-import psutil
-from sqlalchemy import Engine, create_engine, insert, text
+from sqlalchemy import Engine, insert, text
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -42,7 +43,6 @@ from app.services.instance_filter import (  # noqa: E402
     LabelCondition,
     SliceCondition,
 )
-from app.settings import Settings  # noqa: E402
 from app.store import Store  # noqa: E402
 from app.tables import (  # noqa: E402
     Benchmark,
@@ -54,54 +54,23 @@ from app.tables import (  # noqa: E402
     Score,
 )
 from app.web.filters import query_string  # noqa: E402
-
-PG_ADMIN_URL = os.environ.get(
-    "APPELLATE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+from benchmarks.seeding import random_text, text_pool  # noqa: E402
+from benchmarks.serving import (  # noqa: E402
+    add_user,
+    fresh_store,
+    get_ok,
+    load_average,
+    percentiles,
+    serve,
+    server_cpu_s,
+    sign_in,
+    stop,
 )
 
 BENCHMARK = "bench-pairwise"
 JUDGE = "arena_hard/bench-judge"
 REWARD_MODELS = ("reward_model/bench-rm-1", "reward_model/bench-rm-2")
 SLICES = tuple(f"source-{k}" for k in range(12))
-WORDS = [
-    "the",
-    "of",
-    "and",
-    "model",
-    "answer",
-    "because",
-    "therefore",
-    "equation",
-    "court",
-    "evidence",
-    "value",
-    "result",
-    "a",
-    "an",
-    "is",
-    "was",
-    "it",
-    "that",
-    "this",
-    "for",
-    "with",
-    "on",
-    "as",
-    "by",
-    "at",
-    "from",
-    "which",
-]
-
-
-def _text(rng: random.Random, n_chars: int) -> str:
-    words: list[str] = []
-    size = 0
-    while size < n_chars:
-        w = rng.choice(WORDS)
-        words.append(w)
-        size += len(w) + 1
-    return " ".join(words)
 
 
 def _chunks(n: int, size: int) -> Iterator[range]:
@@ -136,7 +105,7 @@ def seed(engine: Engine, n: int, *, text_chars: int = 1500, rng_seed: int = 0) -
     rng = random.Random(rng_seed)
     now = datetime.now(UTC)
     # A pool of texts keeps generation cheap while rows still differ in length and content.
-    pool = [_text(rng, int(text_chars * rng.uniform(0.3, 1.7))) for _ in range(200)]
+    pool = text_pool(rng, text_chars)
     with engine.begin() as conn:
         bench_id = conn.execute(
             insert(Benchmark).returning(Benchmark.id),
@@ -190,7 +159,7 @@ def seed(engine: Engine, n: int, *, text_chars: int = 1500, rng_seed: int = 0) -
                         "instance_id": iid,
                         "detector_id": det_ids[JUDGE],
                         "order": order,
-                        "raw_output": _text(rng, 300) + f" [[{choice}]]",
+                        "raw_output": random_text(rng, 300) + f" [[{choice}]]",
                         "choice": choice,
                         "confidence": round(rng.uniform(40, 100)),
                         "verdict_logits": None,
@@ -274,68 +243,35 @@ FILTERS: dict[str, InstanceFilter] = {
 SEARCHES = {"search_rare": "zqxj", "search_common": "court evidence"}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _percentiles(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-
-    def pct(q: float) -> float:
-        return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-    return {
-        "p50_ms": round(pct(0.50) * 1000, 1),
-        "p95_ms": round(pct(0.95) * 1000, 1),
-        "p99_ms": round(pct(0.99) * 1000, 1),
-        "max_ms": round(ordered[-1] * 1000, 1),
-    }
-
-
-def _server_cpu_s(proc: subprocess.Popen[bytes] | None) -> float:
-    """CPU seconds used so far by the server process and its worker processes."""
-    if proc is None:
-        return 0.0
-    root = psutil.Process(proc.pid)
-    total = 0.0
-    for p in [root, *root.children(recursive=True)]:
-        try:
-            times = p.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        total += times.user + times.system
-    return total
-
-
 def _drive(
-    base: str, urls: list[str], concurrency: int, server: subprocess.Popen[bytes] | None = None
+    base: str,
+    cookies: httpx.Cookies,
+    urls: list[str],
+    concurrency: int,
+    server_pid: int | None = None,
 ) -> dict[str, float]:
-    """Request every URL once with ``concurrency`` threads.
+    """Request every URL once with ``concurrency`` threads, signed in by ``cookies``.
 
-    Returns latency percentiles, the request rate and, given the server process, its CPU
-    time per request (a figure that other load on the machine barely moves).
+    Returns latency percentiles, the request rate and, given the server's pid, its CPU time
+    per request (a figure that other load on the machine barely moves). Any answer but 200
+    raises.
     """
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    with httpx.Client(base_url=base, limits=limits, timeout=60) as client:
+    with httpx.Client(base_url=base, cookies=cookies, limits=limits, timeout=60) as client:
 
         def one(url: str) -> float:
             t0 = time.perf_counter()
-            r = client.get(url)
-            elapsed = time.perf_counter() - t0
-            if r.status_code != 200:
-                raise RuntimeError(f"{url}: HTTP {r.status_code}: {r.text[:200]}")
-            return elapsed
+            get_ok(client, url)
+            return time.perf_counter() - t0
 
-        cpu0 = _server_cpu_s(server)
+        cpu0 = server_cpu_s(server_pid) if server_pid else 0.0
         t0 = time.perf_counter()
         with ThreadPoolExecutor(concurrency) as pool:
             samples = list(pool.map(one, urls))
         wall = time.perf_counter() - t0
-        cpu_ms = (_server_cpu_s(server) - cpu0) * 1000 / len(urls)
-    out = {**_percentiles(samples), "requests": len(urls), "rps": round(len(urls) / wall, 1)}
-    if server is not None:
+        cpu_ms = (server_cpu_s(server_pid) - cpu0) * 1000 / len(urls) if server_pid else 0.0
+    out = {**percentiles(samples), "requests": len(urls), "rps": round(len(urls) / wall, 1)}
+    if server_pid is not None:
         out["server_cpu_ms_per_request"] = round(cpu_ms, 1)
     return out
 
@@ -401,37 +337,6 @@ def _ints(csv: str) -> list[int]:
     return [int(x) for x in csv.split(",") if x.strip()]
 
 
-def _serve(env: dict[str, str], port: int, workers: int) -> subprocess.Popen[bytes]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "app.main:app_from_environment",
-        "--factory",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-        "--no-access-log",
-        "--workers",
-        str(workers),
-    ]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **env})
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("the server did not start")
-        time.sleep(0.1)
-
-
 def _index_ddl(dialect: str) -> str:
     # The expression index proposed for slice filters (see the report); off by default.
     if dialect == "postgresql":
@@ -445,67 +350,58 @@ def _index_ddl(dialect: str) -> str:
     )
 
 
+def _signed_in(base: str, user: str) -> httpx.Cookies:
+    """The session cookie of ``user`` after signing in through ``/login``."""
+    with httpx.Client(base_url=base, timeout=60) as client:
+        sign_in(client, user)
+        return httpx.Cookies(client.cookies)
+
+
 def run_one(dialect: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     """Seed, serve and measure one database; the temporary database is removed afterwards."""
-    url = None
-    if dialect == "postgresql":
-        name = f"appellate_bench_{uuid.uuid4().hex[:8]}"
-        admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-        url = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
-    data_dir = workdir / dialect
-    settings = Settings(data_dir=data_dir, database_url=url)
-    store = Store.open(settings)
-    proc = None
-    try:
-        t0 = time.perf_counter()
-        info = seed(store.engine, args.instances, text_chars=args.text_chars)
-        seed_s = time.perf_counter() - t0
-        if args.proposed_indexes:
-            with store.engine.begin() as conn:
-                conn.execute(text(_index_ddl(dialect)))
-                conn.execute(text("ANALYZE"))
-        print(f"[{dialect}] seeded {args.instances} in {seed_s:.1f}s", file=sys.stderr)
-        cold = _cold_costs(store)
-        print(f"[{dialect}] cold service costs {cold}", file=sys.stderr)
-        env = {"APPELLATE_DATA_DIR": str(data_dir)}
-        if url:
-            env["APPELLATE_DATABASE_URL"] = url
+    with fresh_store(dialect, workdir / dialect) as settings:
+        store = Store.open(settings)
+        try:
+            t0 = time.perf_counter()
+            info = seed(store.engine, args.instances, text_chars=args.text_chars)
+            seed_s = time.perf_counter() - t0
+            if args.proposed_indexes:
+                with store.engine.begin() as conn:
+                    conn.execute(text(_index_ddl(dialect)))
+                    conn.execute(text("ANALYZE"))
+            print(f"[{dialect}] seeded {args.instances} in {seed_s:.1f}s", file=sys.stderr)
+            cold = _cold_costs(store)
+            print(f"[{dialect}] cold service costs {cold}", file=sys.stderr)
+        finally:
+            store.close()
+        user = add_user(settings, "bench-admin")
         runs = []
         for workers in _ints(args.workers):
-            port = _free_port()
-            proc = _serve(env, port, workers)
-            base = f"http://127.0.0.1:{port}"
-            plan = _page_urls(info, args.requests, random.Random(1))
-            # Warm-up: every worker process builds its facets and filtered counts once.
-            warm = sorted({u for urls in plan.values() for u in urls[:10]})
-            _drive(base, warm * 3 * workers, max(_ints(args.concurrency)))
-            for clients in _ints(args.concurrency):
-                pages = {kind: _drive(base, urls, clients, proc) for kind, urls in plan.items()}
-                runs.append({"workers": workers, "clients": clients, "pages": pages})
-                print(f"[{dialect}] workers={workers} clients={clients}: {pages}", file=sys.stderr)
-            proc.terminate()
-            proc.wait(timeout=30)
-            proc = None
+            proc, base = serve(settings, workers=workers)
+            try:
+                cookies = _signed_in(base, user)
+                plan = _page_urls(info, args.requests, random.Random(1))
+                # Warm-up: every worker process builds its facets and filtered counts once.
+                warm = sorted({u for urls in plan.values() for u in urls[:10]})
+                _drive(base, cookies, warm * 3 * workers, max(_ints(args.concurrency)))
+                for clients in _ints(args.concurrency):
+                    pages = {
+                        kind: _drive(base, cookies, urls, clients, proc.pid)
+                        for kind, urls in plan.items()
+                    }
+                    runs.append({"workers": workers, "clients": clients, "pages": pages})
+                    print(f"[{dialect}] {workers=} {clients=}: {pages}", file=sys.stderr)
+            finally:
+                stop(proc)
         result: dict[str, Any] = {
             "seed_s": round(seed_s, 1),
             "runs": runs,
             "uncached_service_ms": cold,
         }
         if dialect == "sqlite":
-            db = data_dir / "appellate.sqlite3"
+            db = settings.data_dir / "appellate.sqlite3"
             result["db_size_mb"] = round(db.stat().st_size / 2**20)
         return result
-    finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait(timeout=30)
-        store.close()
-        if url:
-            with admin.connect() as conn:
-                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            admin.dispose()
 
 
 def main() -> None:
@@ -535,13 +431,13 @@ def main() -> None:
         "text_chars": args.text_chars,
         "proposed_indexes": args.proposed_indexes,
         "cpus": os.cpu_count(),
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "load_average_at_start": load_average(),
         "results": {},
     }
     with tempfile.TemporaryDirectory(prefix="appellate-pages-bench-") as tmp:
         for dialect in [d.strip() for d in args.databases.split(",") if d.strip()]:
             report["results"][dialect] = run_one(dialect, args, Path(tmp))
-    report["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    report["load_average_at_end"] = load_average()
     print(json.dumps(report, indent=2))
 
 

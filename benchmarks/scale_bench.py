@@ -1,0 +1,227 @@
+"""Page cost against benchmark size: N pairwise instances through the importer, the real server.
+
+For each size N (``--sizes``) and database (``--databases``): a fresh store, N pairwise instances
+(about ``--text-chars`` characters per text, three detectors, N/4 groups; ``seeding.py``)
+imported with ``import_table``, a review queue on the first items, the app served by uvicorn in
+a subprocess and signed in through ``/login``. Then, in this order:
+
+- ``first_table_request``: the instance table, the first benchmark request after start-up;
+- ``metrics_cold``: the metrics page, its first request;
+- interleaved rounds (``--requests`` of them; the page order rotates each round) of the warm
+  pages: ``table_first`` and ``table_deep`` (sorted by a detector's score, descending; deep:
+  random pages in the back half), ``instance``, ``metrics_warm``, ``disagreements`` (threshold
+  mode on one detector) and ``queue``.
+
+Per page: p50/p95 wall time, server CPU per request (utime + stime of the server processes from
+``/proc``, read before and after each request: the load of the machine barely moves it) and the
+median response size; server RSS after start-up, after the cold requests and at the end, and
+its high-water mark. Between consecutive sizes, the growth exponent of each page's p50 wall time
+and CPU per request: log(ratio of the values) / log(ratio of N) (1 = linear in N, 0 = flat).
+Every measured response must be 200. Prints one JSON object::
+
+    python benchmarks/scale_bench.py [--sizes 10000,100000,1000000]
+        [--databases sqlite,postgresql] [--requests 20] [--text-chars 1500]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from app.settings import Settings  # noqa: E402
+from app.web.urls import benchmark_url, disagreements_url, instance_url, metrics_url  # noqa: E402
+from benchmarks.seeding import (  # noqa: E402
+    BENCHMARK,
+    DETECTORS,
+    GROUP_SIZE,
+    LABEL,
+    add_queue,
+    external_id,
+    import_pairwise,
+    write_pairwise_csv,
+)
+from benchmarks.serving import (  # noqa: E402
+    add_user,
+    fresh_store,
+    get_ok,
+    load_average,
+    percentiles,
+    serve,
+    server_cpu_s,
+    server_peak_rss_mib,
+    server_rss_mib,
+    sign_in,
+    stop,
+)
+
+WARM_PAGES = (
+    "table_first",
+    "table_deep",
+    "instance",
+    "metrics_warm",
+    "disagreements",
+    "queue",
+)
+SORT = f"-score:{DETECTORS[0]}"
+QUEUE_ITEMS = 500
+
+
+def page_url(page: str, n: int, queue_id: int, rng: random.Random, page_size: int) -> str:
+    """A URL of ``page`` on a benchmark of ``n`` instances (random ones where it varies)."""
+    last = max(1, math.ceil(n / page_size))
+    if page == "table_first":
+        return benchmark_url(BENCHMARK, sort=SORT)
+    if page == "table_deep":
+        return benchmark_url(BENCHMARK, page=rng.randint(max(1, last // 2), last), sort=SORT)
+    if page == "instance":
+        return instance_url(BENCHMARK, external_id(rng.randrange(n)))
+    if page in ("metrics_warm", "metrics_cold"):
+        return metrics_url(BENCHMARK, label=LABEL)
+    if page == "disagreements":
+        return disagreements_url(BENCHMARK, mode="threshold", detector=DETECTORS[0], label=LABEL)
+    if page == "queue":
+        return f"/queues/{queue_id}"
+    raise ValueError(page)
+
+
+def timed_get(client: httpx.Client, url: str, pid: int) -> tuple[float, float, int]:
+    """GET ``url`` (must answer 200); (wall s, server CPU s, response bytes)."""
+    cpu = server_cpu_s(pid)
+    start = time.perf_counter()
+    response = get_ok(client, url)
+    wall = time.perf_counter() - start
+    return wall, server_cpu_s(pid) - cpu, len(response.content)
+
+
+def summarise(samples: list[tuple[float, float, int]]) -> dict[str, Any]:
+    """Wall percentiles, mean server CPU per request and median response size of ``samples``."""
+    walls = [s[0] for s in samples]
+    return {
+        **percentiles(walls),
+        "server_cpu_ms_per_request": round(1000 * statistics.fmean(s[1] for s in samples), 1),
+        "response_kb": round(statistics.median(s[2] for s in samples) / 1000, 1),
+    }
+
+
+def measure(settings: Settings, n: int, queue_id: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Serve ``settings``' store, sign in and time every page; see the module docstring."""
+    proc, base = serve(settings)
+    pid = proc.pid
+    rng = random.Random(1)
+    out: dict[str, Any] = {}
+    try:
+        with httpx.Client(base_url=base, timeout=args.timeout) as client:
+            sign_in(client, "bench-admin")
+            out["rss_mib_after_start"] = server_rss_mib(pid)
+            size = settings.page_size
+            pages: dict[str, Any] = {}
+            first = timed_get(client, page_url("table_first", n, queue_id, rng, size), pid)
+            pages["first_table_request"] = summarise([first])
+            cold = timed_get(client, page_url("metrics_cold", n, queue_id, rng, size), pid)
+            pages["metrics_cold"] = summarise([cold])
+            out["rss_mib_after_cold"] = server_rss_mib(pid)
+            samples: dict[str, list[tuple[float, float, int]]] = {p: [] for p in WARM_PAGES}
+            for r in range(args.requests):
+                k = r % len(WARM_PAGES)
+                for page in WARM_PAGES[k:] + WARM_PAGES[:k]:
+                    url = page_url(page, n, queue_id, rng, size)
+                    samples[page].append(timed_get(client, url, pid))
+            pages.update({page: summarise(s) for page, s in samples.items()})
+            out["pages"] = pages
+            out["rss_mib_at_end"] = server_rss_mib(pid)
+            out["peak_rss_mib"] = server_peak_rss_mib(pid)
+    finally:
+        stop(proc)
+    return out
+
+
+def growth(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, float | None]]]:
+    """Growth exponents of each page's p50 wall and CPU per request between consecutive sizes."""
+    sizes = sorted(results, key=int)
+    out: dict[str, dict[str, dict[str, float | None]]] = {}
+    for small, big in itertools.pairwise(sizes):
+        span = math.log(int(big) / int(small))
+        per_page: dict[str, dict[str, float | None]] = {}
+        for page, a in results[small]["pages"].items():
+            b = results[big]["pages"][page]
+            per_page[page] = {
+                "p50_wall": _exponent(a["p50_ms"], b["p50_ms"], span),
+                "server_cpu": _exponent(
+                    a["server_cpu_ms_per_request"], b["server_cpu_ms_per_request"], span
+                ),
+            }
+        out[f"{small}->{big}"] = per_page
+    return out
+
+
+def _exponent(a: float, b: float, span: float) -> float | None:
+    # A CPU reading of 0 (below /proc's 10 ms tick) has no logarithm.
+    return round(math.log(b / a) / span, 2) if a > 0 and b > 0 else None
+
+
+def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Every size and database; the JSON report without its header."""
+    sizes = sorted(int(s) for s in args.sizes.split(",") if s.strip())
+    databases = [d.strip() for d in args.databases.split(",") if d.strip()]
+    results: dict[str, dict[str, Any]] = {db: {} for db in databases}
+    for n in sizes:
+        csv_path = work / f"pairwise-{n}.csv"
+        csv_bytes = write_pairwise_csv(csv_path, n, text_chars=args.text_chars)
+        for db in databases:
+            with fresh_store(db, work / f"{db}-{n}") as settings:
+                entry: dict[str, Any] = {"csv_mb": round(csv_bytes / 2**20, 1)}
+                entry["import"] = import_pairwise(settings, csv_path)
+                add_user(settings, "bench-admin")
+                queue_id = add_queue(settings, min(n, QUEUE_ITEMS), created_by="bench-admin")
+                entry.update(measure(settings, n, queue_id, args))
+                results[db][str(n)] = entry
+            print(f"[{db} {n}] {json.dumps(entry['pages'])}", file=sys.stderr)
+        csv_path.unlink()
+    return {
+        "results": results,
+        "growth_exponents": {db: growth(r) for db, r in results.items()},
+    }
+
+
+def main() -> None:
+    """Parse options, measure and print the JSON report."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000,1000000", help="instances, a,b,c")
+    parser.add_argument("--databases", default="sqlite,postgresql", help="sqlite,postgresql")
+    parser.add_argument("--requests", type=int, default=20, help="rounds of the warm pages")
+    parser.add_argument("--text-chars", type=int, default=1500, help="characters per text")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per request")
+    args = parser.parse_args()
+    report: dict[str, Any] = {
+        "sizes": sorted(int(s) for s in args.sizes.split(",") if s.strip()),
+        "detectors": len(DETECTORS),
+        "groups": f"N/{GROUP_SIZE}",
+        "text_chars": args.text_chars,
+        "requests_per_warm_page": args.requests,
+        "cpus": len(os.sched_getaffinity(0)),
+        "load_average_at_start": load_average(),
+    }
+    with tempfile.TemporaryDirectory(prefix="appellate-scale-bench-") as tmp:
+        report.update(run(args, Path(tmp)))
+    report["load_average_at_end"] = load_average()
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,244 @@
+"""What the benchmarks that drive a real server share: a fresh database, users, uvicorn, sign-in.
+
+A benchmark seeds a fresh store (:func:`fresh_store`: a temporary SQLite file, or a PostgreSQL
+database created on the server named by ``APPELLATE_TEST_POSTGRES_URL`` and dropped afterwards),
+adds its users through the app's own services (:func:`add_user`), serves the real app in a
+uvicorn subprocess (:func:`serve`) and signs in through ``/login`` as a browser does
+(:func:`sign_in`). Server cost is read from ``/proc``: CPU seconds (utime + stime) and resident
+memory of the server process and its worker processes, which other load on the machine barely
+moves.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import psutil
+from sqlalchemy import create_engine, text
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from app.db import transaction  # noqa: E402
+from app.services.users import create_user  # noqa: E402
+from app.settings import Settings  # noqa: E402
+from app.store import Store  # noqa: E402
+
+PG_ADMIN_URL = os.environ.get(
+    "APPELLATE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+PASSWORD = "benchmark password"
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+_CSRF_FIELD = re.compile(r'name="csrf_token" value="([^"]*)"')
+_CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]*)">')
+
+
+# --------------------------------------------------------------------------- stores
+
+
+@contextmanager
+def fresh_store(dialect: str, data_dir: Path) -> Iterator[Settings]:
+    """Settings of a new, migrated store of ``dialect`` (``sqlite`` or ``postgresql``).
+
+    The SQLite file lives in ``data_dir``; a PostgreSQL database gets a random name and is
+    dropped (connections and all) when the block ends.
+    """
+    data_dir.mkdir(parents=True, exist_ok=True)
+    name = None
+    url = None
+    admin = None
+    if dialect == "postgresql":
+        name = f"appellate_bench_{uuid.uuid4().hex[:10]}"
+        admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        url = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+    elif dialect != "sqlite":
+        raise ValueError(f"unknown database {dialect!r} (sqlite or postgresql)")
+    settings = Settings(data_dir=data_dir, database_url=url)
+    try:
+        Store.open(settings).close()  # migrates
+        yield settings
+    finally:
+        if admin is not None:
+            with admin.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            admin.dispose()
+
+
+def server_env(settings: Settings) -> dict[str, str]:
+    """The ``APPELLATE_*`` variables that make a server process open ``settings``' store."""
+    env = {"APPELLATE_DATA_DIR": str(settings.data_dir)}
+    if settings.database_url:
+        env["APPELLATE_DATABASE_URL"] = settings.database_url
+    return env
+
+
+def add_user(settings: Settings, name: str, role: str = "admin") -> str:
+    """Create user ``name`` with ``role`` and :data:`PASSWORD` through the users service."""
+    store = Store.open(settings)
+    try:
+        with transaction(store.factory) as session:
+            create_user(session, name, role, PASSWORD)
+    finally:
+        store.close()
+    return name
+
+
+# --------------------------------------------------------------------------- server
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def serve(
+    settings: Settings, *, workers: int = 1, timeout_s: float = 120.0
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``uvicorn app.main:app_from_environment`` on ``settings``; (process, base URL).
+
+    Returns once ``/healthz`` answers 200. The caller stops it with :func:`stop`.
+    """
+    port = free_port()
+    cmd = [
+        sys.executable, "-m", "uvicorn", "app.main:app_from_environment", "--factory",
+        "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
+        "--no-access-log", "--workers", str(workers),
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **server_env(settings)})
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                return proc, base
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop(proc)
+            raise RuntimeError(f"the server did not start (exit code {proc.returncode})")
+        time.sleep(0.1)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a server from :func:`serve` (SIGTERM, then SIGKILL after 30 s)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _tree(pid: int) -> Sequence[int]:
+    """``pid`` and its child processes (uvicorn's workers when there are several)."""
+    try:
+        return [pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def server_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` and its children."""
+    total = 0
+    for p in _tree(pid):
+        try:
+            # Fields after the command name (which may hold spaces): utime and stime are 14, 15.
+            fields = Path(f"/proc/{p}/stat").read_text().rpartition(")")[2].split()
+        except FileNotFoundError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / _CLOCK_TICKS
+
+
+def server_rss_mib(pid: int) -> float:
+    """Resident memory of process ``pid`` and its children, MiB."""
+    pages = 0
+    for p in _tree(pid):
+        try:
+            pages += int(Path(f"/proc/{p}/statm").read_text().split()[1])
+        except FileNotFoundError:
+            continue
+    return round(pages * _PAGE_BYTES / 2**20, 1)
+
+
+def server_peak_rss_mib(pid: int) -> float:
+    """The high-water mark of resident memory (VmHWM) of the largest process of the tree, MiB."""
+    peak = 0
+    for p in _tree(pid):
+        try:
+            status = Path(f"/proc/{p}/status").read_text()
+        except FileNotFoundError:
+            continue
+        found = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
+        if found:
+            peak = max(peak, int(found.group(1)))
+    return round(peak / 1024, 1)
+
+
+# --------------------------------------------------------------------------- clients
+
+
+def sign_in(client: httpx.Client, name: str, password: str = PASSWORD) -> str:
+    """Sign ``client`` in through the ``/login`` form; returns the session's CSRF token."""
+    form = client.get("/login")
+    found = _CSRF_FIELD.search(form.text)
+    if form.status_code != 200 or found is None:
+        raise RuntimeError(f"/login: HTTP {form.status_code}, no sign-in form")
+    done = client.post(
+        "/login",
+        data={"name": name, "password": password, "csrf_token": found.group(1), "next": "/"},
+        follow_redirects=False,
+    )
+    if done.status_code != 303:
+        raise RuntimeError(f"sign-in of {name!r} failed: HTTP {done.status_code}")
+    account = client.get("/account")
+    token = _CSRF_META.search(account.text)
+    if account.status_code != 200 or token is None:
+        raise RuntimeError(f"/account after sign-in: HTTP {account.status_code}")
+    return token.group(1)
+
+
+def get_ok(client: httpx.Client, url: str) -> httpx.Response:
+    """GET ``url``; raise unless it answers 200 (a 303 to /login must not be timed as a page)."""
+    response = client.get(url)
+    if response.status_code != 200:
+        raise RuntimeError(f"{url}: HTTP {response.status_code}: {response.text[:200]}")
+    return response
+
+
+def percentiles(samples: Sequence[float]) -> dict[str, float]:
+    """p50, p95, p99 and max of ``samples`` (seconds) in milliseconds (nearest rank)."""
+    ordered = sorted(samples)
+
+    def pct(q: float) -> float:
+        return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+    return {
+        "p50_ms": round(pct(0.50) * 1000, 1),
+        "p95_ms": round(pct(0.95) * 1000, 1),
+        "p99_ms": round(pct(0.99) * 1000, 1),
+        "max_ms": round(ordered[-1] * 1000, 1),
+        "n": len(ordered),
+    }
+
+
+def load_average() -> list[float]:
+    """The 1, 5 and 15 minute load averages, rounded."""
+    return [round(x, 2) for x in os.getloadavg()]

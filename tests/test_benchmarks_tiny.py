@@ -1,0 +1,193 @@
+"""Every script in benchmarks/ runs once at a tiny size, so a broken benchmark fails the suite.
+
+Each test runs a script as a subprocess with small arguments, parses the JSON it prints and
+checks its keys and the values that do not depend on timing (agreement between methods,
+counts, statuses); timings are only required to be positive. The SmolLM2-based scripts run the
+session's tiny random Llama (``tiny_model_dir``) on CPU. ``first_run_bench.py`` clones and
+installs the project and runs the whole demo, which no tiny size shortens; it is left out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import DIALECTS, REPO
+
+pytestmark = pytest.mark.slow
+BENCHMARKS = REPO / "benchmarks"
+
+
+def run_bench(script: str, *args: str | Path, timeout: float = 600) -> dict[str, Any]:
+    """Run ``benchmarks/<script>`` with ``args``; the JSON object it prints on stdout."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *map(str, args)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, f"{script} failed:\n{done.stderr[-3000:]}"
+    report = json.loads(done.stdout)
+    assert isinstance(report, dict)
+    return report
+
+
+def positive_timings(page: dict[str, Any], requests: int) -> None:
+    """A page's percentiles: ``requests`` samples, ordered, positive."""
+    assert page["n"] == requests
+    assert 0 < page["p50_ms"] <= page["p95_ms"] <= page["max_ms"]
+
+
+def test_pages_bench_signs_in_and_every_page_answers_200() -> None:
+    report = run_bench(
+        "pages_bench.py", "--instances", 200, "--requests", 5, "--concurrency", 1,
+        "--workers", 1, "--databases", "sqlite",
+    )  # fmt: skip
+    result = report["results"]["sqlite"]
+    (run,) = result["runs"]
+    assert set(run["pages"]) == {
+        "benchmark_first_page", "benchmark_filtered", "benchmark_deep_page", "instance",
+        "instance_in_filter",
+    }  # fmt: skip
+    for page in run["pages"].values():
+        positive_timings(page, 5)
+        assert page["server_cpu_ms_per_request"] >= 0
+    assert {"facets", "flip_yes", "search_rare"} <= set(result["uncached_service_ms"])
+
+
+def test_scale_bench_measures_each_page_and_the_growth_between_sizes() -> None:
+    databases = ",".join(DIALECTS)
+    report = run_bench(
+        "scale_bench.py", "--sizes", "100,200", "--databases", databases, "--requests", 2,
+        "--text-chars", 200,
+    )  # fmt: skip
+    pages = {
+        "first_table_request", "metrics_cold", "table_first", "table_deep", "instance",
+        "metrics_warm", "disagreements", "queue",
+    }  # fmt: skip
+    assert report["sizes"] == [100, 200]
+    for db in DIALECTS:
+        for n in (100, 200):
+            entry = report["results"][db][str(n)]
+            assert entry["import"]["instances"] == n
+            assert entry["import"]["scores"] == 3 * n
+            assert set(entry["pages"]) == pages
+            for name, page in entry["pages"].items():
+                positive_timings(page, 1 if name in ("first_table_request", "metrics_cold") else 2)
+                assert page["response_kb"] > 1  # a page, not a redirect
+                assert page["server_cpu_ms_per_request"] >= 0
+            assert 0 < entry["rss_mib_after_start"] <= entry["peak_rss_mib"]
+        growth = report["growth_exponents"][db]["100->200"]
+        assert set(growth) == pages
+        assert all(set(g) == {"p50_wall", "server_cpu"} for g in growth.values())
+
+
+def test_soak_runs_reviewers_without_errors() -> None:
+    report = run_bench(
+        "soak.py", "--reviewers", 3, "--duration", 10, "--items", 200, "--database", "sqlite",
+        "--sample-every", 2, "--think", 0.1, "--text-chars", 300,
+    )  # fmt: skip
+    assert report["ok"] is True
+    assert report["errors_5xx"] == 0 and report["transport_errors"] == {}
+    assert report["votes_recorded"] >= 1
+    assert set(report["pages"]) <= {
+        "table", "instance", "metrics", "disagreements", "queue", "queue_next", "queue_item",
+        "vote",
+    }  # fmt: skip
+    assert {"table", "instance", "vote"} <= set(report["pages"])
+    statuses = {s for page in report["pages"].values() for s in page["statuses"]}
+    assert statuses <= {"200", "303", "409"}
+    assert set(report["warm_up_ms"]) >= {"metrics_warm", "disagreements", "queue"}
+    assert len(report["rss_mib_samples"]) >= 3
+    assert report["rss_growth_last_half_pct"] is not None
+
+
+def test_import_bench_compares_the_same_sample() -> None:
+    report = run_bench(
+        "import_bench.py", "--rows", 300, "--sample-rows", 100, "--rounds", 1,
+        "--databases", "sqlite",
+    )  # fmt: skip
+    entry = report["databases"]["sqlite"]
+    assert entry["fast"]["rows"] == 300 and entry["fast"]["rows_added"] == 900
+    assert entry["fast_reimport_unchanged"]["rows_added"] == 0
+    same = entry["same_sample"]
+    assert len(same["seconds"]["fast"]) == len(same["seconds"]["naive"]) == 1
+    assert same["speedup_vs_naive"] > 0
+
+
+def test_metrics_bench_agrees_with_the_naive_loop() -> None:
+    report = run_bench(
+        "metrics_bench.py", "--n", 2000, "--groups", 500, "--resamples", 40,
+        "--naive-resamples", 5, "--rounds", 2,
+    )  # fmt: skip
+    assert report["max_abs_difference_vs_naive"] < 1e-9
+    assert report["speedup"] > 0 and report["speedup_extrapolated"] > 0
+    assert report["vectorised_same_resamples"]["resamples"] == report["naive"]["resamples"] == 5
+    assert len(report["vectorised"]["wall_s_runs"]) == 2
+    assert set(report["vectorised"]["intervals"]) == {"auroc", "auprc", "brier"}
+
+
+def test_ranker_metrics_bench() -> None:
+    report = run_bench(
+        "ranker_metrics_bench.py", "--n", 400, "--groups", 100, "--rankers", 3,
+        "--resamples", 40, "--naive-resamples", 2,
+    )  # fmt: skip
+    assert {"auroc", "auprc", "precision_at_100"} <= set(report["metrics_per_row"])
+    assert report["paired_comparisons"] == 2
+    assert report["metrics_report_cold_wall_s"] > 0
+
+
+def test_slice_metrics_bench_point_values_equal() -> None:
+    report = run_bench("slice_metrics_bench.py", "--resamples", 20, "--rounds", 2)
+    assert report["point_values_equal"] is True
+    assert report["slices"] > 1 and report["detectors"] >= 1
+    assert len(report["single_pass_runs_s"]) == len(report["per_slice_runs_s"]) == 2
+
+
+def test_probe_bench_matches_the_reference() -> None:
+    report = run_bench("probe_bench.py", "--n", 40, "--d", 8, "--layers", 2, "--repeats", 2)
+    assert report["identical_choices"] is True
+    assert report["deterministic_across_rounds"] is True
+    assert report["max_abs_oof_difference"] <= 1e-6
+    assert len(report["ours"]["wall_s_runs"]) == 2
+
+
+def test_cli_startup_bench_same_help() -> None:
+    report = run_bench("cli_startup_bench.py", "--base", "HEAD", "--rounds", 1)
+    assert report["same_help"] is True
+    assert set(report["median_s"]) == {"base", "current"}
+
+
+def test_capture_bench_on_the_tiny_model(tiny_model_dir: Path) -> None:
+    report = run_bench(
+        "capture_bench.py", "--model-dir", tiny_model_dir, "--n-items", 4, "--batch-size", 2,
+        "--min-tokens", 16, "--max-tokens", 24, "--layers", 1, 3, "--repeats", 1,
+    )  # fmt: skip
+    methods = report["methods"]
+    assert report["model_layers"] == 4 and report["layers"] == [1, 3]
+    assert methods["limit"]["ratio_to_limit_wall"] == 1.0
+    assert methods["naive_output_hidden_states"]["max_abs_diff_vs_ours"] < 1e-4
+    assert methods["ours"]["median_wall_s"] > 0
+    # Optional wrappers are either measured or say why not.
+    for name in ("transformer_lens", "nnsight"):
+        assert "median_wall_s" in methods[name] or methods[name]["available"] is False
+
+
+def test_judge_bench_on_the_tiny_model(tiny_model_dir: Path) -> None:
+    report = run_bench(
+        "judge_bench.py", "--model-dir", tiny_model_dir, "--pairs", 2, "--batch-size", 2,
+        "--max-new-tokens", 2, "--rounds", 1,
+    )  # fmt: skip
+    assert report["same_generations"] is True
+    assert report["same_forced_verdicts"] is True
+    assert report["generated_tokens"] == 4
+    assert report["capture_overhead_ratio"] > 0
