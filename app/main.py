@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
+from jinja2 import Environment
+from sqlalchemy import select
 
+from app.db import transaction
+from app.errors import AppellateError
+from app.services.browse import benchmark_view
 from app.services.cache import VersionedCache
+from app.services.instance_filter import InstanceFilter
 from app.settings import Settings
 from app.store import Store
+from app.tables import Benchmark
 from app.web import (
     account_pages,
     api,
@@ -33,11 +42,54 @@ both presentation orders and detector scores. The instance list takes the same f
 benchmark page; every filter is a query parameter."""
 
 
+WARM_UP_JOIN_SECONDS = 10.0
+"""How long shutdown waits for the warm-up to finish the benchmark it is on."""
+
+
+def warm_up(
+    store: Store, cache: VersionedCache, stop: threading.Event, env: Environment | None = None
+) -> None:
+    """Warm what the first requests need: compiled templates, each benchmark's first page.
+
+    Runs in the background from start-up on. The first request for a benchmark would otherwise
+    scan it for its facets (label values, judges, detectors, slices: 1.7 s of a 1.9 s first
+    request on 100,000 instances on SQLite), configure the ORM, compile its statements and
+    compile the templates (``env``) on the way. A request that arrives while its benchmark is
+    being warmed waits for that computation (the cache is single-flight) instead of repeating
+    it.
+    """
+    log = logging.getLogger(__name__)
+    try:
+        for template in env.list_templates() if env is not None else ():
+            env.get_template(template)  # Jinja compiles a template on its first use
+        with transaction(store.factory) as session:
+            names = list(session.scalars(select(Benchmark.name).order_by(Benchmark.name)))
+        for name in names:
+            if stop.is_set():
+                return
+            try:
+                with transaction(store.factory) as session:
+                    benchmark_view(
+                        session,
+                        name,
+                        InstanceFilter(),
+                        page_size=store.settings.page_size,
+                        cache=cache,
+                    )
+            except AppellateError:
+                continue  # deleted since it was listed
+    except Exception:
+        # A cold cache only makes the first request slower; the server runs on.
+        if not stop.is_set():
+            log.exception("start-up warm-up stopped")
+
+
 def create_app(settings: Settings) -> FastAPI:
     """Build the application for ``settings``.
 
     The store opens (and migrates) once at startup and its connections are released at
-    shutdown; routes share one memo of facets and filtered counts.
+    shutdown; routes share one memo of facets and filtered counts, which :func:`warm_up`
+    fills in the background from startup on.
 
     Parameters
     ----------
@@ -54,9 +106,19 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = Store.open(settings)
         app.state.store = store
+        stop = threading.Event()
+        warm = threading.Thread(
+            target=warm_up,
+            args=(store, app.state.read_cache, stop, app.state.templates.env),
+            name="warm-up",
+            daemon=True,
+        )
+        warm.start()
         try:
             yield
         finally:
+            stop.set()
+            warm.join(timeout=WARM_UP_JOIN_SECONDS)
             store.close()
 
     # FastAPI's own /docs loads Swagger UI from a CDN and, like /openapi.json, answers without

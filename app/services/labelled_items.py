@@ -12,7 +12,7 @@ from typing import Any, Literal, cast
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput, NotFound
@@ -143,28 +143,54 @@ def load_labelled(
     q = select(*columns).where(Instance.benchmark_id == bench.id).order_by(Instance.id)
     rows: list[Sequence[Any]]
     if labels == "original":
-        rows = [r for r in session.execute(q) if r[3] is not None]
+        rows = [r for r in _plain_rows(session, q) if r[3] is not None]
     else:
         # One grouped read of the review history; the value takes the label's column slot so
         # the rows look alike from here on.
         resolved = resolved_values(session, bench.id, label, k=k)
-        rows = [(*r[:3], resolved[r[0]], *r[3:]) for r in session.execute(q) if r[0] in resolved]
+        rows = [
+            (*r[:3], resolved[r[0]], *r[3:]) for r in _plain_rows(session, q) if r[0] in resolved
+        ]
     if not rows:
         what = "no label set" if labels == "original" else "no resolved value of label set"
         raise NotFound(f"benchmark {bench.name!r} has {what} {label!r}")
-    target = binary_target(label, {r[3] for r in rows}, positive)
-    kept = [r for r in rows if target.encode(r[3]) is not None]
+    # Columns, then the target's code of each distinct value (a handful), not of each row.
+    ids, external_ids, groups, values, *slice_column = (list(c) for c in zip(*rows, strict=True))
+    target = binary_target(label, set(values), positive)
+    code = {v: target.encode(v) for v in set(values)}
+    encoded = np.array([code[v] for v in values], dtype=object)
+    kept = encoded != None  # noqa: E711 (elementwise comparison of an object array)
+    every = len(values)
+    if not kept.all():
+        where = np.flatnonzero(kept).tolist()
+        ids, external_ids, groups, values = (
+            [column[i] for i in where] for column in (ids, external_ids, groups, values)
+        )
+        slice_column = [[column[i] for i in where] for column in slice_column]
     return LabelledItems(
         benchmark=bench,
         target=target,
-        instance_ids=np.array([r[0] for r in kept], dtype=np.int64),
-        external_ids=[r[1] for r in kept],
-        groups=[r[2] for r in kept],
-        values=[r[3] for r in kept],
-        y=np.array([target.encode(r[3]) for r in kept], dtype=np.int8),
-        slices=None if slice_field is None else [slice_text(r[4]) for r in kept],
-        excluded=len(rows) - len(kept),
+        instance_ids=np.array(ids, dtype=np.int64),
+        external_ids=external_ids,
+        groups=groups,
+        values=values,
+        y=encoded[kept].astype(np.int8),
+        slices=None if slice_field is None else [slice_text(v) for v in slice_column[0]],
+        excluded=every - len(values),
     )
+
+
+def _plain_rows(session: Session, query: Select[Any]) -> list[tuple[Any, ...]]:
+    """The rows of ``query`` as plain DBAPI tuples.
+
+    A 100,000-item benchmark is 100,000 rows: SQLAlchemy's row objects cost as much as the
+    read itself, and these columns (integers and text) need none of its type processing.
+    """
+    result = session.connection().execute(query)
+    try:
+        return result.cursor.fetchall() if result.cursor is not None else []
+    finally:
+        result.close()
 
 
 def label_key(labels: LabelMode, k: int) -> tuple[Hashable, ...]:
@@ -259,5 +285,5 @@ def ab_choices(session: Session, items: LabelledItems) -> list[str] | None:
             Instance.benchmark_id == items.benchmark.id,
         )
     )
-    by_instance = dict(session.execute(q).all())
+    by_instance = dict(_plain_rows(session, q))
     return [by_instance.get(int(i), "none") for i in items.instance_ids]
