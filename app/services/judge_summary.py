@@ -279,6 +279,8 @@ def _summaries(
 
     def compute() -> list[JudgeSummary]:
         orders = judge_orders(session, bench)
+        if not orders:  # no judge: spare reading every instance's group and label
+            return []
         detectors = {
             i: (name, kind)
             for i, name, kind in session.execute(
