@@ -7,6 +7,7 @@ inside the commands that run them.
 from __future__ import annotations
 
 import ctypes
+import os
 import signal
 import subprocess
 import sys
@@ -42,19 +43,24 @@ _PR_SET_PDEATHSIG = 1
 
 
 def _die_with_parent() -> None:
-    """In the worker child (Linux): get SIGTERM when the server dies, even by SIGKILL."""
+    """In a child (Linux): get SIGTERM when the server dies, even by SIGKILL."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     except (OSError, AttributeError):
-        pass  # not Linux: the worker outlives a killed server until its own stop
+        pass  # no prctl: a child outlives a killed server until its own stop
+
+
+def _start_child(*args: str) -> subprocess.Popen[bytes]:
+    """``appellate ARGS`` as a child process with this one's environment and output."""
+    linux = sys.platform.startswith("linux")
+    command = [sys.executable, "-m", "app.cli", *args]
+    return subprocess.Popen(command, preexec_fn=_die_with_parent if linux else None)
 
 
 def _start_worker(device: str) -> subprocess.Popen[bytes]:
-    """One ``appellate worker`` process beside the web server, with the same environment."""
-    command = [sys.executable, "-m", "app.cli", "worker", "--device", device]
-    linux = sys.platform.startswith("linux")
-    return subprocess.Popen(command, preexec_fn=_die_with_parent if linux else None)
+    """One ``appellate worker`` process beside the web server."""
+    return _start_child("worker", "--device", device)
 
 
 class _Stop:
@@ -87,16 +93,16 @@ class _Stop:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
-    def stop_worker(self, runner: subprocess.Popen[bytes]) -> int:
-        """SIGTERM the worker and wait until it exits (killed after WORKER_STOP_SECONDS)."""
-        self.stopping = runner
-        if runner.poll() is None:
-            runner.send_signal(signal.SIGTERM)  # it finishes its batch and requeues the job
+    def stop_child(self, child: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> int:
+        """Send ``sig`` to ``child`` and wait until it exits (killed after the grace time)."""
+        self.stopping = child
+        if child.poll() is None:
+            child.send_signal(sig)
         try:
-            return runner.wait(timeout=WORKER_STOP_SECONDS)
+            return child.wait(timeout=WORKER_STOP_SECONDS)
         except subprocess.TimeoutExpired:
-            runner.kill()
-            return runner.wait()
+            child.kill()
+            return child.wait()
 
 
 def _run_server(settings: Settings, host: str, port: int, workers: int, stop: _Stop) -> None:
@@ -127,7 +133,13 @@ def _run_server(settings: Settings, host: str, port: int, workers: int, stop: _S
 
 
 def _serve(
-    settings: Settings, host: str, port: int, *, workers: int = 1, job_worker: str | None = None
+    settings: Settings,
+    host: str,
+    port: int,
+    *,
+    workers: int = 1,
+    job_worker: str | None = None,
+    converter: subprocess.Popen[bytes] | None = None,
 ) -> None:
     with _Stop().installed() as stop:
         runner = _start_worker(job_worker) if job_worker else None
@@ -137,10 +149,41 @@ def _serve(
         try:
             _run_server(settings, host, port, workers, stop)
         finally:
-            # The worker goes first: the server never exits and leaves it running alone.
+            # The children go first: the server never exits and leaves one running alone.
+            if converter is not None and converter.poll() is None:
+                # SIGINT: the conversion removes its temporary folder as it stops.
+                stop.stop_child(converter, signal.SIGINT)
+                typer.echo("demo model conversion stopped (it starts again with the next demo)")
             if runner is not None:
-                code = stop.stop_worker(runner)
+                # The worker finishes its batch and requeues its job.
+                code = stop.stop_child(runner)
                 typer.echo(f"job worker stopped (exit code {code})")
+
+
+def _progress_bars_on_terminals_only() -> None:
+    """No progress bars (tqdm, transformers) in logs: only when stdout is a terminal.
+
+    Set in the environment, so that the worker and the model conversion inherit it; tqdm
+    reads it when first imported.
+    """
+    if not sys.stdout.isatty():
+        os.environ.setdefault("TQDM_DISABLE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
+def _start_model_conversion() -> subprocess.Popen[bytes]:
+    """``appellate models add-smollm2`` in the background (a minute or two on a CPU)."""
+    return _start_child("models", "add-smollm2")
+
+
+def _convert_model_here() -> None:
+    # The one worker-side step of the demo: its module loads only when it runs.
+    from workers.cli import add_smollm2
+
+    try:
+        add_smollm2()
+    except typer.Exit:
+        typer.echo("the demo model is not available; judging needs a registered model")
 
 
 WorkersOpt = typer.Option(1, "--workers", min=1, help="Web server processes.")
@@ -158,6 +201,7 @@ def serve(
     device: str = DeviceOpt,
 ) -> None:
     """Serve the dashboard on an existing store."""
+    _progress_bars_on_terminals_only()
     settings = Settings()
     Store.open(settings).close()
     _serve(
@@ -182,24 +226,42 @@ def demo(
     ),
     device: str = DeviceOpt,
 ) -> None:
-    """Create the SQLite store, import the bundled real data and serve the dashboard."""
+    """Create the SQLite store, import the bundled real data and serve the dashboard.
+
+    When it serves, the demo model converts in a background process that starts before the
+    import (the conversion alone takes longer than everything else): the dashboard answers
+    without waiting for it, and judging with ``smollm2`` works once it is registered.
+    """
+    _progress_bars_on_terminals_only()
     settings = Settings()
     store = Store.open(settings)
-    for line in load_demo_data(store, data):
-        typer.echo(line)
-    secret = demo_admin_link(store)
-    store.close()
-    if model:
-        # The one worker-side step of the demo: its module loads only when it runs.
-        from workers.cli import add_smollm2
-
-        try:
-            add_smollm2()
-        except typer.Exit:
-            typer.echo("the demo model is not available; judging needs a registered model")
+    converter = _start_model_conversion() if model and serve_after else None
+    try:
+        for line in load_demo_data(store, data):
+            typer.echo(line)
+        secret = demo_admin_link(store)
+    except BaseException:
+        if converter is not None:
+            _Stop().stop_child(converter, signal.SIGINT)
+        raise
+    finally:
+        store.close()
+    if model and not serve_after:
+        _convert_model_here()
     host, port = host or settings.host, port or settings.port
     typer.echo(
         f"sign in as admin (one-time link, 24 h): {signin_url(secret, f'http://{host}:{port}')}"
     )
+    if converter is not None:
+        typer.echo(
+            f"demo model: converting in the background (pid {converter.pid}); judging with "
+            "smollm2 works once it prints 'model smollm2: ...'"
+        )
     if serve_after:
-        _serve(settings, host, port, job_worker=device if with_worker else None)
+        _serve(
+            settings,
+            host,
+            port,
+            job_worker=device if with_worker else None,
+            converter=converter,
+        )
