@@ -5,7 +5,6 @@ Streams chunks of ids from one server-side cursor; writes temporary files rename
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import uuid
@@ -20,6 +19,7 @@ import pyarrow.parquet as pq
 from sqlalchemy import ColumnElement, Text, case, cast, func, literal_column, select, true
 from sqlalchemy.orm import Session
 
+from app import csv_safe
 from app.errors import InvalidInput
 from app.ingest.readers import table_format
 from app.services.answer_matrix import ANSWER_LABEL
@@ -373,7 +373,7 @@ class _JsonlSink(_Sink):
 
 class _CsvSink(_Sink):
     def __init__(self, fh: IO[str], header: Sequence[str]) -> None:
-        self.writer = csv.writer(fh)
+        self.writer = csv_safe.writer(fh)
         self.header = list(header)
         self.writer.writerow(self.header)
 
@@ -444,7 +444,7 @@ def _open_sink(
 
 class _ChangelogSink:
     def __init__(self, fh: IO[str]) -> None:
-        self.writer = csv.writer(fh)
+        self.writer = csv_safe.writer(fh)
         self.writer.writerow(CHANGE_COLUMNS)
 
     def write(self, changes: list[ChangeRow]) -> None:

@@ -8,7 +8,6 @@ registered modes' declarations.
 
 from __future__ import annotations
 
-import csv
 import io
 from typing import Annotated, Any
 
@@ -17,6 +16,7 @@ from pydantic import BaseModel, Field, create_model
 from sqlalchemy.orm import Session
 from starlette.responses import HTMLResponse, Response
 
+from app import csv_safe
 from app.db import transaction
 from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
@@ -219,7 +219,7 @@ def disagreements_csv(
     with transaction(store.factory) as session:
         result = find_disagreements(session, name, _labelled(session, name, cache, query))
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
+    writer = csv_safe.writer(buf, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for rank, item in enumerate(result.items, start=1):
         writer.writerow(
