@@ -49,6 +49,7 @@ __all__ = [
     "compute_result",
     "computes_inline",
     "labelled_count",
+    "latest_compute_job",
     "materialise",
     "params_key",
     "query_from_params",
@@ -339,12 +340,11 @@ def computes_inline(
     return labelled_count(facets, query.label) <= limit
 
 
-def compute_job(session: Session, bench: Benchmark, query: MetricsQuery) -> Job:
-    """The ``compute_metrics`` job of ``query`` on the current data version: queued if none.
+def latest_compute_job(session: Session, bench: Benchmark, query: MetricsQuery) -> Job | None:
+    """The newest ``compute_metrics`` job of ``query`` on the current data version, not done.
 
-    The newest job for the request and version is returned while it is queued, running or
-    failed (a failed one is shown, not queued again at every page view: retry it on its
-    page); otherwise a new one is queued (flushed, not committed).
+    Queued, running or failed (a failed one is shown, not queued again at every page view:
+    retry it on its page); ``None`` when there is none (or it is done, or cancelled).
     """
     key = params_key(bench, query)
     candidates = session.scalars(
@@ -356,12 +356,18 @@ def compute_job(session: Session, bench: Benchmark, query: MetricsQuery) -> Job:
     for job in candidates:
         params = job.params or {}
         if params.get("params_key") == key and params.get("data_version") == bench.data_version:
-            if job.status != JobStatus.done.value:
-                return job
-            break
+            return None if job.status == JobStatus.done.value else job
+    return None
+
+
+def compute_job(session: Session, bench: Benchmark, query: MetricsQuery) -> Job:
+    """:func:`latest_compute_job`, else a new ``compute_metrics`` job (flushed, not committed)."""
+    job = latest_compute_job(session, bench, query)
+    if job is not None:
+        return job
     params = {
         "benchmark": bench.name,
-        "params_key": key,
+        "params_key": params_key(bench, query),
         "data_version": bench.data_version,
         "query": query_params(query),
     }

@@ -7,7 +7,6 @@ once and hand that to every part. The shared readers are re-exported here for th
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Unpack
 
 from sqlalchemy.orm import Session
@@ -25,7 +24,6 @@ from app.services.labelled_items import (
     load_labelled,
 )
 from app.services.metric_matrix import INTERVAL_METRICS, MACRO, MetricRow, matrix_rows
-from app.services.metrics_plots import MetricsPlots, plot_data
 from app.services.metrics_query import (
     METRICS_CACHE,
     MetricsData,
@@ -43,14 +41,12 @@ __all__ = [
     "BinaryTarget",
     "LabelledItems",
     "MetricRow",
-    "MetricsView",
     "binary_target",
     "detector_scores",
     "get_detector",
     "load_labelled",
     "metric_rows",
     "metrics_report",
-    "metrics_view",
     "report_for",
     "report_of",
 ]
@@ -162,22 +158,3 @@ def report_for(session: Session, query: MetricsQuery) -> dict[str, Any]:
     if compares_answers(get_benchmark(session, query.benchmark), query.label):
         return answer_report(session, query)
     return report_of(session, load_metrics_data(session, query))
-
-
-@dataclass(frozen=True)
-class MetricsView:
-    """What the metrics page shows: the report (:func:`report_of`) and its plots."""
-
-    report: dict[str, Any]
-    plots: MetricsPlots | None
-
-
-def metrics_view(session: Session, query: MetricsQuery) -> MetricsView:
-    """The report and the plots of ``query``, from one read of its labelled items.
-
-    A report on models' answers has no score plots.
-    """
-    if compares_answers(get_benchmark(session, query.benchmark), query.label):
-        return MetricsView(answer_report(session, query), None)
-    data = load_metrics_data(session, query)
-    return MetricsView(report_of(session, data), plot_data(data))

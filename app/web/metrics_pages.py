@@ -28,6 +28,7 @@ from app.services.metric_results import (
     MetricsResult,
     compute_job,
     computes_inline,
+    latest_compute_job,
     materialise,
     save_result,
     stale_result,
@@ -36,6 +37,7 @@ from app.services.metric_results import (
 from app.services.metrics_query import MetricsQuery
 from app.stats.registry import ANSWER_METRICS, Metric, Need
 from app.store import Store
+from app.tables import Job
 from app.web import svg_plots
 from app.web.benchmark_params import DetectorParam, LabelParam, default_label, non_blank
 from app.web.deps import ReadCache, StoreDep
@@ -166,11 +168,21 @@ def _saver(store: Store) -> Callable[[MetricsResult], None]:
     return save
 
 
-def _pending(store: Store, name: str, query: MetricsQuery, stale: int | None) -> Pending:
-    """Queue (or find) the job computing ``query`` on the current data version."""
+def _pending(job: Job, stale: MetricsResult | None) -> Pending:
+    return Pending(
+        job.id,
+        job.status,
+        job.progress_done,
+        job.progress_total,
+        job.error,
+        None if stale is None else stale.data_version,
+    )
+
+
+def _queue(store: Store, name: str, query: MetricsQuery) -> Job:
+    """Queue (or find, if another request just did) the job computing ``query``."""
     with transaction(store.write_factory) as session:
-        job = compute_job(session, get_benchmark(session, name), query)
-        return Pending(job.id, job.status, job.progress_done, job.progress_total, job.error, stale)
+        return compute_job(session, get_benchmark(session, name), query)
 
 
 @dataclass(frozen=True)
@@ -247,6 +259,7 @@ def metrics_page(
     """
     limit = store.settings.metrics_inline_items
     stale: MetricsResult | None = None
+    job: Job | None = None
     with transaction(store.factory) as session:
         facets = describe_benchmark(session, name, cache)
         query = params.query(name, facets)
@@ -257,11 +270,13 @@ def metrics_page(
                 session, bench, query, save=_saver(store), draw=svg_plots.metrics_figures
             )
         elif result is None:
+            # A job computes the current numbers; the stale ones, if any, are shown meanwhile.
             stale = stale_result(session, bench, query)
+            job = latest_compute_job(session, bench, query)
     pending: Pending | None = None
     if result is None:
-        # A job computes the current numbers; the stale ones, if any, are shown meanwhile.
-        pending = _pending(store, name, query, None if stale is None else stale.data_version)
+        # Polls only read; the first request queues the job.
+        pending = _pending(job or _queue(store, name, query), stale)
         result = stale
     url = request.url
     report = None if result is None else result.report
