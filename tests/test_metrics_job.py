@@ -169,3 +169,15 @@ def test_a_failed_job_is_shown_and_not_queued_again(
     assert notice is not None and "failed" in notice and "out of memory" in notice
     assert not _polls(page.text)
     assert [j.id for j in _jobs(factory)] == [job_id]
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["&detector=no-such-detector", "&slice=bad%20field", "&label=no-such-set"],
+)
+def test_a_bad_request_is_refused_at_once_and_queues_nothing(
+    client: TestClient, factory: sessionmaker[Session], query: str
+) -> None:
+    page = client.get(PAGE + query)
+    assert 400 <= page.status_code < 500
+    assert _jobs(factory) == []

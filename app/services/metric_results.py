@@ -28,15 +28,17 @@ from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from app.errors import InvalidInput
 from app.services import jobs
 from app.services.answer_metrics import answer_report, compares_answers
 from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
 from app.services.facets import BenchmarkFacets
-from app.services.labelled_items import data_key, label_key
+from app.services.labelled_items import data_key, get_detector, label_key
 from app.services.metrics import report_of
 from app.services.metrics_plots import MetricsPlots, plot_data, plots_from_json, plots_to_json
 from app.services.metrics_query import METRICS_CACHE, MetricsQuery, load_metrics_data
+from app.services.payload_fields import payload_text
 from app.tables import Benchmark, Job, JobStatus, MetricResult
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "Draw",
     "MetricsResult",
     "Progress",
+    "check_request",
     "compute_job",
     "compute_result",
     "computes_inline",
@@ -326,11 +329,34 @@ def materialise(
 
 
 def labelled_count(facets: BenchmarkFacets, label: str) -> int:
-    """Instances with a current value of ``label`` (all instances for a set not in the facets)."""
+    """Instances with a current value of ``label``; 0 for a label set the benchmark lacks.
+
+    (So a request for an unknown label set is computed inline, and refused there.)
+    """
     facet = facets.label_set(label)
     if facet is None:
-        return facets.summary.instances
+        return 0
     return sum(v.count for v in facet.values if v.value is not None)
+
+
+def check_request(session: Session, query: MetricsQuery) -> None:
+    """Refuse now what a job would refuse: an unknown detector, a malformed slice field.
+
+    Raises
+    ------
+    NotFound
+        Unknown detector.
+    InvalidInput
+        A slice field that is not a plain payload field name.
+
+    """
+    for name in query.detectors or ():
+        get_detector(session, name)
+    if query.slice_field is not None:
+        try:
+            payload_text(session.get_bind().dialect.name, query.slice_field)
+        except ValueError as exc:
+            raise InvalidInput(str(exc), field="slice") from None
 
 
 def computes_inline(

@@ -26,6 +26,7 @@ from app.services.labelled_items import LABEL_MODES, MISSING_SLICE, LabelMode
 from app.services.metric_matrix import MACRO, MATRIX_METRICS
 from app.services.metric_results import (
     MetricsResult,
+    check_request,
     compute_job,
     computes_inline,
     latest_compute_job,
@@ -271,6 +272,7 @@ def metrics_page(
             )
         elif result is None:
             # A job computes the current numbers; the stale ones, if any, are shown meanwhile.
+            check_request(session, query)
             stale = stale_result(session, bench, query)
             job = latest_compute_job(session, bench, query)
     pending: Pending | None = None
