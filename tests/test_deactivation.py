@@ -49,9 +49,7 @@ def test_reactivation_does_not_revive_old_sessions_tokens_or_links(
     _set_active(admin, "ann", False)
     _set_active(admin, "ann", True)
     with TestClient(app) as probe:
-        assert (
-            probe.get("/api/jobs", headers={"Authorization": f"Bearer {api}"}).status_code == 401
-        )
+        assert probe.get("/api/jobs", headers={"Authorization": f"Bearer {api}"}).status_code == 401
         probe.cookies.set(SESSION_COOKIE, session_secret)
         assert probe.get("/queues", follow_redirects=False).status_code == 303
     with TestClient(app) as fresh:
