@@ -6,7 +6,8 @@ simulated reviewer, serves the app with uvicorn and warms every page once (timed
 ``--reviewers`` threads, each signed in through ``/login`` with its own session, repeat for
 ``--duration`` seconds a random mix of reads of the instance table (first or deep pages),
 instance pages, the metrics page, the disagreements page and the queue page, and votes (next
-item, its page, the vote posted with the session's CSRF token), pausing ``--think`` seconds on
+item, its page, the vote posted with the session's CSRF token, posted again on the current
+version after a 409), pausing ``--think`` seconds on
 average between actions. The server's RSS is sampled every ``--sample-every`` seconds.
 
 Prints one JSON object: p50/p95 per page, answers by status, 5xx and transport errors (any is a
@@ -123,10 +124,16 @@ def _vote(client: httpx.Client, tally: Tally, csrf: str, queue_id: int, rng: ran
     version, choices = _VERSION.search(item.text), _CHOICE.findall(item.text)
     if version is None or not choices:
         raise RuntimeError(f"{target}: no vote form")
+    url = f"/queues/{queue_id}/items/{found.group(1)}/vote"
     form = {"csrf_token": csrf, "version": version.group(1), "value": rng.choice(choices)}
-    _request(
-        client, tally, "vote", "POST", f"/queues/{queue_id}/items/{found.group(1)}/vote", data=form
-    )
+    done = _request(client, tally, "vote", "POST", url, data=form)
+    if done is not None and done.status_code == 409:
+        # Another reviewer voted first: the 409 page shows the item as it is now, and a
+        # reviewer votes again on that version.
+        again = _VERSION.search(done.text)
+        if again is not None:
+            form["version"] = again.group(1)
+            _request(client, tally, "vote_retry", "POST", url, data=form)
 
 
 def reviewer(
@@ -229,8 +236,12 @@ def soak(settings: Any, queue_id: int, users: list[str], args: Any) -> dict[str,
             for page, s in sorted(tally.seconds.items())
         },
         "requests": requests,
-        "votes_recorded": tally.statuses.get("vote", Counter())[303],
-        "stale_vote_conflicts": tally.statuses.get("vote", Counter())[409],
+        "votes_recorded": sum(
+            tally.statuses.get(page, Counter())[303] for page in ("vote", "vote_retry")
+        ),
+        "stale_vote_conflicts": sum(
+            tally.statuses.get(page, Counter())[409] for page in ("vote", "vote_retry")
+        ),
         "errors_5xx": sum(errors_5xx.values()),
         "errors_5xx_by_page": {p: n for p, n in errors_5xx.items() if n},
         "transport_errors": dict(tally.transport_errors),

@@ -101,7 +101,7 @@ def test_soak_runs_reviewers_without_errors() -> None:
     assert report["votes_recorded"] >= 1
     assert set(report["pages"]) <= {
         "table", "instance", "metrics", "disagreements", "queue", "queue_next", "queue_item",
-        "vote",
+        "vote", "vote_retry",
     }  # fmt: skip
     assert {"table", "instance", "vote"} <= set(report["pages"])
     statuses = {s for page in report["pages"].values() for s in page["statuses"]}
