@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timedelta
 
-from sqlalchemy import case, delete
+from sqlalchemy import case, delete, select
 from sqlalchemy.orm import Session
 
 from app.dialect_insert import dialect_insert
@@ -38,7 +38,14 @@ def admit(session: Session, name: str, client: str, *, now: datetime | None = No
     current :data:`WINDOW` (which starts at the first of them) without a success since.
     """
     now = now or utcnow()
-    session.execute(delete(LoginFailure).where(LoginFailure.window_start < now - WINDOW))
+    # Old windows are swept by whoever signs in; SKIP LOCKED (PostgreSQL) so that simultaneous
+    # sweeps never wait on each other's rows, let alone deadlock.
+    old = (
+        select(LoginFailure.id)
+        .where(LoginFailure.window_start < now - WINDOW)
+        .with_for_update(skip_locked=True)
+    )
+    session.execute(delete(LoginFailure).where(LoginFailure.id.in_(old)))
     insert = dialect_insert(session, LoginFailure).values(
         **_key(name, client), attempts=1, window_start=now
     )
