@@ -43,9 +43,10 @@ def client(settings: Settings, factory: sessionmaker[Session]) -> Iterator[TestC
 
 
 def _send(client: TestClient, param: Param, value: str) -> Any:
-    path = fill_path(param.path, {"name": PAIRWISE, "external_id": "pair/002", "secret": "s"})
+    valid = {"name": PAIRWISE, "external_id": "pair/002", "secret": "s"}
+    path = fill_path(param.path, valid)
     if param.where == "path":
-        path = fill_path(param.path, {param.name: value.replace("\x00", "%00")}, PAIRWISE)
+        path = fill_path(param.path, {**valid, param.name: value.replace("\x00", "%00")})
         return client.request(param.method, path, follow_redirects=False)
     if param.where == "query":
         return client.request(param.method, path, params={param.name: value})

@@ -23,6 +23,7 @@ from app.web.auth import (
     is_https,
 )
 from app.web.deps import StoreDep
+from app.web.params import DbId
 from app.web.responses import redirect_after_post
 from app.web.routers import page_router
 from app.web.templating import render
@@ -204,7 +205,7 @@ def new_api_token(
 
 @router.post("/account/tokens/{token_id}/revoke")
 def revoke_api_token(
-    request: Request, token_id: int, store: StoreDep, principal: Annotator
+    request: Request, token_id: DbId, store: StoreDep, principal: Annotator
 ) -> Response:
     """Revoke one of your API tokens."""
     with transaction(store.factory) as session:

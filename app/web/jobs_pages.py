@@ -17,6 +17,7 @@ from app.services.language_models import list_language_models
 from app.tables import Job
 from app.web.deps import StoreDep
 from app.web.job_links import job_links
+from app.web.params import DbCount, DbId
 from app.web.responses import redirect_after_post
 from app.web.routers import json_router, page_router
 from app.web.templating import render
@@ -56,16 +57,16 @@ class JudgeRequest(BaseModel):
     mode: str | None = Field(None, description="generate or forced; default: the model's.")
     judge: str = ""
     orders: list[str] = Field(default_factory=lambda: ["AB", "BA"])
-    repeat_subset: int = _DEFAULTS["repeat_subset"]
-    limit: int | None = Field(
+    repeat_subset: DbCount = _DEFAULTS["repeat_subset"]
+    limit: DbCount | None = Field(
         _DEFAULTS["limit"], description="A seeded sample of N pairs; default: every pair."
     )
-    seed: int = _DEFAULTS["seed"]
-    max_new_tokens: int = _DEFAULTS["max_new_tokens"]
-    reasoning_tokens: int = _DEFAULTS["reasoning_tokens"]
-    batch_size: int = _DEFAULTS["batch_size"]
+    seed: DbCount = _DEFAULTS["seed"]
+    max_new_tokens: DbCount = _DEFAULTS["max_new_tokens"]
+    reasoning_tokens: DbCount = _DEFAULTS["reasoning_tokens"]
+    batch_size: DbCount = _DEFAULTS["batch_size"]
     capture: bool = _DEFAULTS["capture"]
-    verify: int = _DEFAULTS["verify"]
+    verify: DbCount = _DEFAULTS["verify"]
     system: str = _DEFAULTS["system"]
     template: str = _DEFAULTS["template"]
 
@@ -90,7 +91,7 @@ def jobs_page(request: Request, store: StoreDep, status: str | None = None) -> H
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
-def job_page(request: Request, job_id: int, store: StoreDep) -> HTMLResponse:
+def job_page(request: Request, job_id: DbId, store: StoreDep) -> HTMLResponse:
     """One job: parameters, live progress, error, result, links to its output, cancel/retry."""
     with transaction(store.factory) as session:
         job = jobs.get_job(session, job_id)
@@ -99,7 +100,7 @@ def job_page(request: Request, job_id: int, store: StoreDep) -> HTMLResponse:
 
 
 @router.post("/jobs/{job_id}/cancel")
-def cancel_job(request: Request, job_id: int, store: StoreDep) -> Response:
+def cancel_job(request: Request, job_id: DbId, store: StoreDep) -> Response:
     """Cancel a queued or running job (a running worker stops after its current batch)."""
     with transaction(store.write_factory) as session:
         jobs.cancel(session, job_id)
@@ -107,7 +108,7 @@ def cancel_job(request: Request, job_id: int, store: StoreDep) -> Response:
 
 
 @router.post("/jobs/{job_id}/retry")
-def retry_job(request: Request, job_id: int, store: StoreDep) -> Response:
+def retry_job(request: Request, job_id: DbId, store: StoreDep) -> Response:
     """Queue a failed or cancelled job again; the units it finished are kept."""
     with transaction(store.write_factory) as session:
         jobs.retry(session, job_id)
@@ -135,13 +136,13 @@ def judge_submit(
     model: Annotated[str, Form()],
     mode: Annotated[str, Form()] = "",
     orders: Annotated[str, Form()] = "AB,BA",
-    repeat_subset: Annotated[int, Form(ge=0)] = _DEFAULTS["repeat_subset"],
-    limit: Annotated[int | None, Form(ge=1)] = _DEFAULTS["limit"],
-    seed: Annotated[int, Form(ge=0)] = _DEFAULTS["seed"],
-    max_new_tokens: Annotated[int, Form(ge=1)] = _DEFAULTS["max_new_tokens"],
-    reasoning_tokens: Annotated[int, Form(ge=0)] = _DEFAULTS["reasoning_tokens"],
-    batch_size: Annotated[int, Form(ge=1)] = _DEFAULTS["batch_size"],
-    verify: Annotated[int, Form(ge=0)] = _DEFAULTS["verify"],
+    repeat_subset: Annotated[DbCount, Form()] = _DEFAULTS["repeat_subset"],
+    limit: Annotated[DbCount | None, Form(ge=1)] = _DEFAULTS["limit"],
+    seed: Annotated[DbCount, Form()] = _DEFAULTS["seed"],
+    max_new_tokens: Annotated[DbCount, Form(ge=1)] = _DEFAULTS["max_new_tokens"],
+    reasoning_tokens: Annotated[DbCount, Form()] = _DEFAULTS["reasoning_tokens"],
+    batch_size: Annotated[DbCount, Form(ge=1)] = _DEFAULTS["batch_size"],
+    verify: Annotated[DbCount, Form()] = _DEFAULTS["verify"],
     template: Annotated[str, Form()] = _DEFAULTS["template"],
 ) -> Response:
     """Queue the judge job and go to its page."""
@@ -170,21 +171,21 @@ def api_jobs(store: StoreDep, status: str | None = None) -> list[JobOut]:
 
 
 @api_router.get("/jobs/{job_id}", response_model=JobOut)
-def api_job(job_id: int, store: StoreDep) -> JobOut:
+def api_job(job_id: DbId, store: StoreDep) -> JobOut:
     """One job with its progress, error and result."""
     with transaction(store.factory) as session:
         return JobOut.of(jobs.get_job(session, job_id))
 
 
 @api_router.post("/jobs/{job_id}/cancel", response_model=JobOut)
-def api_cancel(job_id: int, store: StoreDep) -> JobOut:
+def api_cancel(job_id: DbId, store: StoreDep) -> JobOut:
     """Cancel a queued or running job (409 if it already finished)."""
     with transaction(store.write_factory) as session:
         return JobOut.of(jobs.cancel(session, job_id))
 
 
 @api_router.post("/jobs/{job_id}/retry", response_model=JobOut)
-def api_retry(job_id: int, store: StoreDep) -> JobOut:
+def api_retry(job_id: DbId, store: StoreDep) -> JobOut:
     """Queue a failed or cancelled job again (409 otherwise)."""
     with transaction(store.write_factory) as session:
         return JobOut.of(jobs.retry(session, job_id))

@@ -44,6 +44,7 @@ from app.web.benchmark_params import DetectorParam, LabelParam, default_label, n
 from app.web.deps import ReadCache, StoreDep
 from app.web.filters import Blank
 from app.web.metrics_schema import MetricsReportModel
+from app.web.params import DbCount
 from app.web.routers import json_router, page_router
 from app.web.templating import render
 from app.web.urls import benchmark_url
@@ -55,13 +56,13 @@ DEFAULT_RESAMPLES = 2000
 
 SliceParam = Annotated[str | None, Blank, Query(description="Payload field defining slices.")]
 ResamplesParam = Annotated[int, Query(ge=1, le=100_000, description="Group-bootstrap resamples.")]
-SeedParam = Annotated[int, Query(ge=0, description="Bootstrap seed.")]
+SeedParam = Annotated[DbCount, Query(description="Bootstrap seed.")]
 LabelsParam = Annotated[
     LabelMode,
     Query(description="`original` labels, or `resolved` ones (adjudication, else k votes)."),
 ]
 ResolveKParam = Annotated[
-    int, Query(ge=1, description="Resolved labels: agreeing voters needed to override.")
+    DbCount, Query(ge=1, description="Resolved labels: agreeing voters needed to override.")
 ]
 
 

@@ -18,6 +18,7 @@ from app.store import Store
 from app.web.deps import ReadCache, StoreDep
 from app.web.filters import instance_filter, table_sort
 from app.web.lane import Lane
+from app.web.params import DbCount
 from app.web.routers import page_router
 from app.web.templating import is_fragment_request, render
 from app.web.urls import benchmark_url, instance_url
@@ -89,7 +90,7 @@ async def instance_page(
     lane: Lane,
     flt: Filter,
     sort: Sort,
-    page: Annotated[int | None, Query(ge=1, description="Table page to go back to.")] = None,
+    page: Annotated[DbCount | None, Query(ge=1, description="Table page to go back to.")] = None,
 ) -> HTMLResponse:
     """One instance in full; previous/next follow the table view the reviewer came from."""
     return await lane.run(_instance_page, request, name, external_id, store, cache, flt, sort, page)

@@ -32,6 +32,7 @@ from app.store import Store
 from app.tables import Role
 from app.web.auth import Annotator, RequireReviewer, Reviewer
 from app.web.deps import StoreDep
+from app.web.params import DbCount, DbId
 from app.web.responses import redirect_after_post
 from app.web.routers import json_router, page_router
 from app.web.templating import render
@@ -121,7 +122,7 @@ def create_queue(
 
 @router.get("/queues/{queue_id}", response_class=HTMLResponse)
 def queue_page(
-    request: Request, queue_id: int, store: StoreDep, principal: Annotator
+    request: Request, queue_id: DbId, store: StoreDep, principal: Annotator
 ) -> HTMLResponse:
     """A queue: settings, progress per person and, for reviewers, every item's state."""
     with transaction(store.factory) as session:
@@ -133,7 +134,7 @@ def queue_page(
 @router.post("/queues/{queue_id}/assignees", dependencies=[RequireReviewer])
 def assign(
     request: Request,
-    queue_id: int,
+    queue_id: DbId,
     store: StoreDep,
     assignees: Annotated[str, Form()] = "",
 ) -> Response:
@@ -144,7 +145,7 @@ def assign(
 
 
 @router.get("/queues/{queue_id}/next")
-def next_item(queue_id: int, store: StoreDep, principal: Annotator) -> Response:
+def next_item(queue_id: DbId, store: StoreDep, principal: Annotator) -> Response:
     """Go to the next item this user has not voted on, or back to the queue when done."""
     with transaction(store.factory) as session:
         queue = queues.get_queue_for(session, queue_id, principal)
@@ -180,8 +181,8 @@ def _render_item(
 @router.get("/queues/{queue_id}/items/{instance_id}", response_class=HTMLResponse)
 def item_page(
     request: Request,
-    queue_id: int,
-    instance_id: int,
+    queue_id: DbId,
+    instance_id: DbId,
     store: StoreDep,
     principal: Annotator,
     undone: bool = False,
@@ -201,7 +202,7 @@ class ReviewForm:
 
 
 async def review_form(
-    version: Annotated[int, Form(ge=0)],
+    version: Annotated[DbCount, Form()],
     value: Annotated[str, Form()] = "",
     typed: Annotated[str, Form(max_length=queues.MAX_LABEL_LENGTH)] = "",
     reason: Annotated[str, Form(max_length=queues.MAX_REASON)] = "",
@@ -268,8 +269,8 @@ def _write(
 @router.post("/queues/{queue_id}/items/{instance_id}/vote")
 def vote(
     request: Request,
-    queue_id: int,
-    instance_id: int,
+    queue_id: DbId,
+    instance_id: DbId,
     store: StoreDep,
     principal: Annotator,
     form: ReviewFormDep,
@@ -281,8 +282,8 @@ def vote(
 @router.post("/queues/{queue_id}/items/{instance_id}/adjudicate")
 def adjudicate(
     request: Request,
-    queue_id: int,
-    instance_id: int,
+    queue_id: DbId,
+    instance_id: DbId,
     store: StoreDep,
     principal: Reviewer,
     form: ReviewFormDep,
@@ -293,7 +294,7 @@ def adjudicate(
 
 @router.post("/queues/{queue_id}/items/{instance_id}/reveal")
 def reveal(
-    request: Request, queue_id: int, instance_id: int, store: StoreDep, principal: Reviewer
+    request: Request, queue_id: DbId, instance_id: DbId, store: StoreDep, principal: Reviewer
 ) -> Response:
     """Show a blind item's labels and votes to this reviewer, logged as a note on the item."""
     with transaction(store.write_factory) as session:
@@ -304,7 +305,7 @@ def reveal(
 
 @router.post("/queues/{queue_id}/items/{instance_id}/skip")
 def skip_item(
-    request: Request, queue_id: int, instance_id: int, store: StoreDep, principal: Annotator
+    request: Request, queue_id: DbId, instance_id: DbId, store: StoreDep, principal: Annotator
 ) -> Response:
     """Skip the item (it is not offered to this user again) and go to the next."""
     with transaction(store.write_factory) as session:
@@ -314,7 +315,7 @@ def skip_item(
 
 
 @router.post("/queues/{queue_id}/undo")
-def undo(request: Request, queue_id: int, store: StoreDep, principal: Annotator) -> Response:
+def undo(request: Request, queue_id: DbId, store: StoreDep, principal: Annotator) -> Response:
     """Withdraw this user's last vote in the queue and reopen that item."""
     with transaction(store.write_factory) as session:
         queue = queues.get_queue_for(session, queue_id, principal)
@@ -327,8 +328,8 @@ def undo(request: Request, queue_id: int, store: StoreDep, principal: Annotator)
 @router.post("/queues/{queue_id}/items/{instance_id}/comments")
 def add_queue_comment(
     request: Request,
-    queue_id: int,
-    instance_id: int,
+    queue_id: DbId,
+    instance_id: DbId,
     store: StoreDep,
     principal: Annotator,
     body: Annotated[str, Form(max_length=MAX_COMMENT)],
@@ -343,7 +344,7 @@ def add_queue_comment(
 @router.post("/instances/{instance_id}/comments")
 def add_instance_comment(
     request: Request,
-    instance_id: int,
+    instance_id: DbId,
     store: StoreDep,
     principal: Reviewer,
     body: Annotated[str, Form(max_length=MAX_COMMENT)],
@@ -360,9 +361,9 @@ def add_instance_comment(
 class ReviewWrite(BaseModel):
     """A vote or adjudication over REST: the item, the value and the version it saw."""
 
-    instance_id: int
+    instance_id: DbId
     value: str | None
-    version: int = Field(ge=0)
+    version: DbCount
     reason: str = Field(default="", max_length=queues.MAX_REASON)
     tags: list[str] = Field(default_factory=list)
 
@@ -404,7 +405,7 @@ def _api_write(
 @api_router.get(
     "/queues/{queue_id}", response_model=QueueSummary, response_model_exclude_unset=True
 )
-def api_queue(queue_id: int, store: StoreDep, principal: Annotator) -> QueueSummary:
+def api_queue(queue_id: DbId, store: StoreDep, principal: Annotator) -> QueueSummary:
     """A queue's settings and progress."""
     with transaction(store.factory) as session:
         queue = queues.get_queue_for(session, queue_id, principal)
@@ -416,7 +417,7 @@ def api_queue(queue_id: int, store: StoreDep, principal: Annotator) -> QueueSumm
     response_model=ItemState,
     response_model_exclude_unset=True,
 )
-def api_item(queue_id: int, instance_id: int, store: StoreDep, principal: Annotator) -> ItemState:
+def api_item(queue_id: DbId, instance_id: DbId, store: StoreDep, principal: Annotator) -> ItemState:
     """The item's version and this user's vote; labels and votes only outside blind mode."""
     return _item_state(store, queue_id, instance_id, principal)
 
@@ -426,7 +427,9 @@ def api_item(queue_id: int, instance_id: int, store: StoreDep, principal: Annota
     response_model=ItemState,
     response_model_exclude_unset=True,
 )
-def api_reveal(queue_id: int, instance_id: int, store: StoreDep, principal: Reviewer) -> ItemState:
+def api_reveal(
+    queue_id: DbId, instance_id: DbId, store: StoreDep, principal: Reviewer
+) -> ItemState:
     """Reveal a blind item's labels and votes to this reviewer (logged); its full state."""
     with transaction(store.write_factory) as session:
         queue = queues.get_queue_for(session, queue_id, principal)
@@ -444,7 +447,7 @@ _WRITE_ROUTE: dict[str, Any] = {
 
 @api_router.post("/queues/{queue_id}/votes", **_WRITE_ROUTE)
 def api_vote(
-    queue_id: int, body: ReviewWrite, store: StoreDep, principal: Annotator
+    queue_id: DbId, body: ReviewWrite, store: StoreDep, principal: Annotator
 ) -> Written | JSONResponse:
     """Vote on an item (409 if its label changed after ``version``)."""
     return _api_write(store, queue_id, body, principal, VOTE)
@@ -452,7 +455,7 @@ def api_vote(
 
 @api_router.post("/queues/{queue_id}/adjudications", **_WRITE_ROUTE)
 def api_adjudicate(
-    queue_id: int, body: ReviewWrite, store: StoreDep, principal: Reviewer
+    queue_id: DbId, body: ReviewWrite, store: StoreDep, principal: Reviewer
 ) -> Written | JSONResponse:
     """Adjudicate an item (409 if its label changed after ``version``)."""
     return _api_write(store, queue_id, body, principal, ADJUDICATION)
