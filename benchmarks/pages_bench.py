@@ -248,11 +248,11 @@ def _drive(
     cookies: httpx.Cookies,
     urls: list[str],
     concurrency: int,
-    server_pid: int | None = None,
+    server_pids: list[int] | None = None,
 ) -> dict[str, float]:
     """Request every URL once with ``concurrency`` threads, signed in by ``cookies``.
 
-    Returns latency percentiles, the request rate and, given the server's pid, its CPU time
+    Returns latency percentiles, the request rate and, given the server's pids, its CPU time
     per request (a figure that other load on the machine barely moves). Any answer but 200
     raises.
     """
@@ -264,14 +264,14 @@ def _drive(
             get_ok(client, url)
             return time.perf_counter() - t0
 
-        cpu0 = server_cpu_s(server_pid) if server_pid else 0.0
+        cpu0 = server_cpu_s(server_pids) if server_pids else 0.0
         t0 = time.perf_counter()
         with ThreadPoolExecutor(concurrency) as pool:
             samples = list(pool.map(one, urls))
         wall = time.perf_counter() - t0
-        cpu_ms = (server_cpu_s(server_pid) - cpu0) * 1000 / len(urls) if server_pid else 0.0
+        cpu_ms = (server_cpu_s(server_pids) - cpu0) * 1000 / len(urls) if server_pids else 0.0
     out = {**percentiles(samples), "requests": len(urls), "rps": round(len(urls) / wall, 1)}
-    if server_pid is not None:
+    if server_pids is not None:
         out["server_cpu_ms_per_request"] = round(cpu_ms, 1)
     return out
 
@@ -377,7 +377,8 @@ def run_one(dialect: str, args: argparse.Namespace, workdir: Path) -> dict[str, 
         user = add_user(settings, "bench-admin")
         runs = []
         for workers in _ints(args.workers):
-            proc, base = serve(settings, workers=workers)
+            server = serve(settings, workers=workers)
+            base = server.base
             try:
                 cookies = _signed_in(base, user)
                 plan = _page_urls(info, args.requests, random.Random(1))
@@ -386,13 +387,13 @@ def run_one(dialect: str, args: argparse.Namespace, workdir: Path) -> dict[str, 
                 _drive(base, cookies, warm * 3 * workers, max(_ints(args.concurrency)))
                 for clients in _ints(args.concurrency):
                     pages = {
-                        kind: _drive(base, cookies, urls, clients, proc.pid)
+                        kind: _drive(base, cookies, urls, clients, server.pids)
                         for kind, urls in plan.items()
                     }
                     runs.append({"workers": workers, "clients": clients, "pages": pages})
                     print(f"[{dialect}] {workers=} {clients=}: {pages}", file=sys.stderr)
             finally:
-                stop(proc)
+                stop(server)
         result: dict[str, Any] = {
             "seed_s": round(seed_s, 1),
             "runs": runs,

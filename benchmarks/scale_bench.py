@@ -100,13 +100,13 @@ def page_url(page: str, n: int, queue_id: int, rng: random.Random, page_size: in
     raise ValueError(page)
 
 
-def timed_get(client: httpx.Client, url: str, pid: int) -> tuple[float, float, int]:
+def timed_get(client: httpx.Client, url: str, pids: list[int]) -> tuple[float, float, int]:
     """GET ``url`` (must answer 200); (wall s, server CPU s, response bytes)."""
-    cpu = server_cpu_s(pid)
+    cpu = server_cpu_s(pids)
     start = time.perf_counter()
     response = get_ok(client, url)
     wall = time.perf_counter() - start
-    return wall, server_cpu_s(pid) - cpu, len(response.content)
+    return wall, server_cpu_s(pids) - cpu, len(response.content)
 
 
 def summarise(samples: list[tuple[float, float, int]]) -> dict[str, Any]:
@@ -121,33 +121,33 @@ def summarise(samples: list[tuple[float, float, int]]) -> dict[str, Any]:
 
 def measure(settings: Settings, n: int, queue_id: int, args: argparse.Namespace) -> dict[str, Any]:
     """Serve ``settings``' store, sign in and time every page; see the module docstring."""
-    proc, base = serve(settings)
-    pid = proc.pid
+    server = serve(settings, job_worker=args.job_worker)
+    pids = server.pids
     rng = random.Random(1)
     out: dict[str, Any] = {}
     try:
-        with httpx.Client(base_url=base, timeout=args.timeout) as client:
+        with httpx.Client(base_url=server.base, timeout=args.timeout) as client:
             sign_in(client, "bench-admin")
-            out["rss_mib_after_start"] = server_rss_mib(pid)
+            out["rss_mib_after_start"] = server_rss_mib(pids)
             size = settings.page_size
             pages: dict[str, Any] = {}
-            first = timed_get(client, page_url("table_first", n, queue_id, rng, size), pid)
+            first = timed_get(client, page_url("table_first", n, queue_id, rng, size), pids)
             pages["first_table_request"] = summarise([first])
-            cold = timed_get(client, page_url("metrics_cold", n, queue_id, rng, size), pid)
+            cold = timed_get(client, page_url("metrics_cold", n, queue_id, rng, size), pids)
             pages["metrics_cold"] = summarise([cold])
-            out["rss_mib_after_cold"] = server_rss_mib(pid)
+            out["rss_mib_after_cold"] = server_rss_mib(pids)
             samples: dict[str, list[tuple[float, float, int]]] = {p: [] for p in WARM_PAGES}
             for r in range(args.requests):
                 k = r % len(WARM_PAGES)
                 for page in WARM_PAGES[k:] + WARM_PAGES[:k]:
                     url = page_url(page, n, queue_id, rng, size)
-                    samples[page].append(timed_get(client, url, pid))
+                    samples[page].append(timed_get(client, url, pids))
             pages.update({page: summarise(s) for page, s in samples.items()})
             out["pages"] = pages
-            out["rss_mib_at_end"] = server_rss_mib(pid)
-            out["peak_rss_mib"] = server_peak_rss_mib(pid)
+            out["rss_mib_at_end"] = server_rss_mib(pids)
+            out["peak_rss_mib"] = server_peak_rss_mib(pids)
     finally:
-        stop(proc)
+        stop(server)
     return out
 
 
@@ -207,6 +207,11 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=20, help="rounds of the warm pages")
     parser.add_argument("--text-chars", type=int, default=1500, help="characters per text")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per request")
+    parser.add_argument(
+        "--job-worker",
+        action="store_true",
+        help="start an `appellate worker` beside the server (its CPU counts as the server's)",
+    )
     args = parser.parse_args()
     report: dict[str, Any] = {
         "sizes": sorted(int(s) for s in args.sizes.split(",") if s.strip()),
@@ -214,6 +219,7 @@ def main() -> None:
         "groups": f"N/{GROUP_SIZE}",
         "text_chars": args.text_chars,
         "requests_per_warm_page": args.requests,
+        "job_worker": args.job_worker,
         "cpus": len(os.sched_getaffinity(0)),
         "load_average_at_start": load_average(),
     }

@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -107,37 +108,64 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def serve(
-    settings: Settings, *, workers: int = 1, timeout_s: float = 120.0
-) -> tuple[subprocess.Popen[bytes], str]:
-    """Start ``uvicorn app.main:app_from_environment`` on ``settings``; (process, base URL).
+@dataclass
+class Server:
+    """A served store: the uvicorn process, the optional job worker beside it, the base URL."""
 
-    Returns once ``/healthz`` answers 200. The caller stops it with :func:`stop`.
+    base: str
+    web: subprocess.Popen[bytes]
+    worker: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pids(self) -> list[int]:
+        """The processes whose CPU and memory count as the server's (children included)."""
+        return [p.pid for p in (self.web, self.worker) if p is not None]
+
+
+def serve(
+    settings: Settings, *, workers: int = 1, job_worker: bool = False, timeout_s: float = 120.0
+) -> Server:
+    """Start ``uvicorn app.main:app_from_environment`` on ``settings``' store.
+
+    Returns once ``/healthz`` answers 200. ``job_worker`` also starts one ``appellate worker``
+    (CPU) beside it, as ``appellate serve --job-worker cpu`` does, for pages whose work runs
+    as jobs. The caller stops both with :func:`stop`.
     """
     port = free_port()
+    env = {**os.environ, **server_env(settings)}
     cmd = [
         sys.executable, "-m", "uvicorn", "app.main:app_from_environment", "--factory",
         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
         "--no-access-log", "--workers", str(workers),
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **server_env(settings)})
-    base = f"http://127.0.0.1:{port}"
+    server = Server(f"http://127.0.0.1:{port}", subprocess.Popen(cmd, cwd=ROOT, env=env))
+    if job_worker:
+        worker = [sys.executable, "-m", "app.cli", "worker", "--device", "cpu"]
+        server.worker = subprocess.Popen(worker, cwd=ROOT, env=env)
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                return proc, base
+            if httpx.get(f"{server.base}/healthz", timeout=2).status_code == 200:
+                break
         except httpx.TransportError:
             pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            stop(proc)
-            raise RuntimeError(f"the server did not start (exit code {proc.returncode})")
+        if server.web.poll() is not None or time.monotonic() > deadline:
+            stop(server)
+            raise RuntimeError(f"the server did not start (exit code {server.web.returncode})")
         time.sleep(0.1)
+    if server.worker is not None:
+        time.sleep(2.0)  # a worker that cannot start exits at once
+        if server.worker.poll() is not None:
+            stop(server)
+            raise RuntimeError(f"the job worker exited ({server.worker.returncode})")
+    return server
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a server from :func:`serve` (SIGTERM, then SIGKILL after 30 s)."""
-    if proc.poll() is None:
+def stop(server: Server) -> None:
+    """Stop a server from :func:`serve` and its job worker (SIGTERM, SIGKILL after 30 s)."""
+    for proc in (server.worker, server.web):
+        if proc is None or proc.poll() is not None:
+            continue
         proc.terminate()
         try:
             proc.wait(timeout=30)
@@ -146,18 +174,21 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
-def _tree(pid: int) -> Sequence[int]:
-    """``pid`` and its child processes (uvicorn's workers when there are several)."""
-    try:
-        return [pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))]
-    except psutil.NoSuchProcess:
-        return []
+def _tree(pids: Sequence[int]) -> list[int]:
+    """``pids`` and their child processes (uvicorn's workers when there are several)."""
+    out: list[int] = []
+    for pid in pids:
+        try:
+            out += [pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))]
+        except psutil.NoSuchProcess:
+            continue
+    return out
 
 
-def server_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) used so far by process ``pid`` and its children."""
+def server_cpu_s(pids: Sequence[int]) -> float:
+    """CPU seconds (user + system) used so far by processes ``pids`` and their children."""
     total = 0
-    for p in _tree(pid):
+    for p in _tree(pids):
         try:
             # Fields after the command name (which may hold spaces): utime and stime are 14, 15.
             fields = Path(f"/proc/{p}/stat").read_text().rpartition(")")[2].split()
@@ -167,10 +198,10 @@ def server_cpu_s(pid: int) -> float:
     return total / _CLOCK_TICKS
 
 
-def server_rss_mib(pid: int) -> float:
-    """Resident memory of process ``pid`` and its children, MiB."""
+def server_rss_mib(pids: Sequence[int]) -> float:
+    """Resident memory of processes ``pids`` and their children, MiB."""
     pages = 0
-    for p in _tree(pid):
+    for p in _tree(pids):
         try:
             pages += int(Path(f"/proc/{p}/statm").read_text().split()[1])
         except FileNotFoundError:
@@ -178,10 +209,10 @@ def server_rss_mib(pid: int) -> float:
     return round(pages * _PAGE_BYTES / 2**20, 1)
 
 
-def server_peak_rss_mib(pid: int) -> float:
-    """The high-water mark of resident memory (VmHWM) of the largest process of the tree, MiB."""
+def server_peak_rss_mib(pids: Sequence[int]) -> float:
+    """The high-water mark of resident memory (VmHWM) of the largest of ``pids``' trees, MiB."""
     peak = 0
-    for p in _tree(pid):
+    for p in _tree(pids):
         try:
             status = Path(f"/proc/{p}/status").read_text()
         except FileNotFoundError:

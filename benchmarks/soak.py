@@ -159,12 +159,14 @@ def reviewer(
                 time.sleep(rng.uniform(0, 2 * args.think))
 
 
-def sample_rss(pid: int, every: float, stop_at: float, out: list[tuple[float, float]]) -> None:
+def sample_rss(
+    pids: list[int], every: float, stop_at: float, out: list[tuple[float, float]]
+) -> None:
     """Append (seconds since start, server RSS MiB) every ``every`` seconds until ``stop_at``."""
     start = time.monotonic()
     while True:
         now = time.monotonic()
-        out.append((round(now - start, 1), server_rss_mib(pid)))
+        out.append((round(now - start, 1), server_rss_mib(pids)))
         if now >= stop_at:
             return
         time.sleep(min(every, max(0.0, stop_at - now)))
@@ -194,15 +196,16 @@ def warm_up(base: str, user: str, queue_id: int, n: int, args: Any) -> dict[str,
 
 def soak(settings: Any, queue_id: int, users: list[str], args: Any) -> dict[str, Any]:
     """Serve the store, warm it and run the reviewers; the measured part of the report."""
-    proc, base = serve(settings)
+    server = serve(settings, job_worker=args.job_worker)
+    base, pids = server.base, server.pids
     try:
         warm = warm_up(base, users[0], queue_id, args.items, args)
         tally = Tally()
         samples: list[tuple[float, float]] = []
-        cpu0 = server_cpu_s(proc.pid)
+        cpu0 = server_cpu_s(pids)
         until = time.monotonic() + args.duration
         sampler = threading.Thread(
-            target=sample_rss, args=(proc.pid, args.sample_every, until, samples)
+            target=sample_rss, args=(pids, args.sample_every, until, samples)
         )
         threads = [
             threading.Thread(
@@ -217,10 +220,10 @@ def soak(settings: Any, queue_id: int, users: list[str], args: Any) -> dict[str,
         for t in threads:
             t.join()
         sampler.join()
-        cpu = server_cpu_s(proc.pid) - cpu0
-        peak = server_peak_rss_mib(proc.pid)
+        cpu = server_cpu_s(pids) - cpu0
+        peak = server_peak_rss_mib(pids)
     finally:
-        stop(proc)
+        stop(server)
     requests = sum(len(s) for s in tally.seconds.values())
     errors_5xx = {
         page: sum(n for status, n in counts.items() if status >= 500)
@@ -264,6 +267,11 @@ def main() -> None:
     parser.add_argument("--think", type=float, default=0.5, help="mean pause between actions, s")
     parser.add_argument("--sample-every", type=float, default=10.0, help="RSS sampling period, s")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
+    parser.add_argument(
+        "--job-worker",
+        action="store_true",
+        help="start an `appellate worker` beside the server (counted with the server)",
+    )
     args = parser.parse_args()
     report: dict[str, Any] = {
         "reviewers": args.reviewers,
@@ -271,6 +279,7 @@ def main() -> None:
         "items": args.items,
         "database": args.database,
         "think_s": args.think,
+        "job_worker": args.job_worker,
         "action_weights": ACTIONS,
         "cpus": len(os.sched_getaffinity(0)),
         "load_average_at_start": load_average(),

@@ -94,9 +94,9 @@ def test_scale_bench_measures_each_page_and_the_growth_between_sizes() -> None:
 def test_soak_runs_reviewers_without_errors() -> None:
     report = run_bench(
         "soak.py", "--reviewers", 3, "--duration", 10, "--items", 200, "--database", "sqlite",
-        "--sample-every", 2, "--think", 0.1, "--text-chars", 300,
+        "--sample-every", 2, "--think", 0.1, "--text-chars", 300, "--job-worker",
     )  # fmt: skip
-    assert report["ok"] is True
+    assert report["ok"] is True and report["job_worker"] is True
     assert report["errors_5xx"] == 0 and report["transport_errors"] == {}
     assert report["votes_recorded"] >= 1
     assert set(report["pages"]) <= {
