@@ -154,22 +154,28 @@ def test_a_second_request_and_a_restarted_server_read_the_stored_result(
     assert len(computed) == 2
 
 
-def test_a_data_change_computes_again_and_keeps_the_old_result_as_stale(
+def test_a_data_change_computes_again_and_the_old_result_is_stale_until_then(
     factory: sessionmaker[Session], client: TestClient, computed: list
 ) -> None:
     client.get(PAGE)
+    query = MetricsQuery("judgebench", resamples=R)
     with transaction(factory) as session:
         old = get_benchmark(session, "judgebench").data_version
         bump_data_version(session, get_benchmark(session, "judgebench"))
+    with factory() as session:
+        bench = get_benchmark(session, "judgebench")
+        assert stored_result(session, bench, query) is None
+        stale = stale_result(session, bench, query)
+    assert stale is not None and stale.data_version == old
     assert client.get(PAGE).status_code == 200
     assert len(computed) == 2
     with factory() as session:
         bench = get_benchmark(session, "judgebench")
-        query = MetricsQuery("judgebench", resamples=R)
-        stale = stale_result(session, bench, query)
         current = stored_result(session, bench, query)
-    assert stale is not None and stale.data_version == old
+        assert stale_result(session, bench, query) is None  # replaced, not kept
+        versions = session.scalars(select(MetricResult.data_version)).all()
     assert current is not None and current.data_version == old + 1
+    assert versions == [old + 1]
 
 
 def test_the_cli_computes_directly_and_stores_for_the_pages(

@@ -24,7 +24,7 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -281,8 +281,17 @@ def save_result(session: Session, result: MetricsResult) -> None:
     """Store ``result``; a result already stored for its request and version stays as it is.
 
     One ``INSERT ... ON CONFLICT DO NOTHING``: two processes that computed the same request
-    side by side both succeed, and the numbers they computed are the same.
+    side by side both succeed, and the numbers they computed are the same. Results of the
+    request on older data versions go: they were kept only to be shown, marked stale, until
+    this one was computed.
     """
+    session.execute(
+        delete(MetricResult).where(
+            MetricResult.benchmark_id == result.benchmark_id,
+            MetricResult.params_key == result.params_key,
+            MetricResult.data_version < result.data_version,
+        )
+    )
     dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
     values = {
         "benchmark_id": result.benchmark_id,
