@@ -18,10 +18,11 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    TypeDecorator,
     UniqueConstraint,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.engine.interfaces import ExecutionContext
+from sqlalchemy.engine.interfaces import Dialect, ExecutionContext
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from app.natural_sort import MAX_KEY_LENGTH, natural_key
@@ -50,6 +51,25 @@ def as_utc(value: datetime) -> datetime:
     session's time zone.
     """
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """``DateTime(timezone=True)`` that binds and reads aware UTC on every database.
+
+    SQLite keeps no zone (it returned naive datetimes) and PostgreSQL answers in the session's
+    zone; every value read is :func:`as_utc`, so the API writes RFC 3339 times in UTC.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Aware values as UTC: SQLite would store another zone's wall clock as UTC."""
+        return None if value is None else as_utc(value)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Aware UTC, whatever the database returned."""
+        return None if value is None else as_utc(value)
 
 
 class Base(DeclarativeBase):
@@ -140,7 +160,7 @@ class Benchmark(Base):
     data_version: Mapped[int] = mapped_column(Integer, default=0)
     # Settings of the benchmark's kind, e.g. {"grader": "numeric"} for answer benchmarks.
     details: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
     instances: Mapped[list[Instance]] = relationship(back_populates="benchmark", lazy="raise")
 
@@ -176,7 +196,7 @@ class Instance(Base):
     sort_key: Mapped[str] = mapped_column(_SortKeyType, default=_natural_key_default)
     group_key: Mapped[str] = mapped_column(String(300))
     payload: Mapped[dict[str, Any]] = mapped_column(JsonType)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
     benchmark: Mapped[Benchmark] = relationship(back_populates="instances", lazy="raise")
 
@@ -200,7 +220,7 @@ class LabelEvent(Base):
     author: Mapped[str] = mapped_column(String(200), default="")
     reason: Mapped[str] = mapped_column(Text, default="")
     tags: Mapped[list[Any]] = mapped_column(JsonType, default=list)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class Detector(Base):
@@ -214,7 +234,7 @@ class Detector(Base):
     kind: Mapped[str] = mapped_column(String(40))
     description: Mapped[str] = mapped_column(Text, default="")
     details: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class Judgment(Base):
@@ -244,7 +264,7 @@ class Judgment(Base):
     output_tokens: Mapped[int | None] = mapped_column(Integer)
     activation_ref: Mapped[str | None] = mapped_column(String(500))
     details: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class Score(Base):
@@ -258,7 +278,7 @@ class Score(Base):
     instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id", ondelete="CASCADE"))
     score: Mapped[float] = mapped_column(Float)
     details: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class Prediction(Base):
@@ -277,7 +297,7 @@ class Prediction(Base):
     answer: Mapped[str] = mapped_column(Text)
     probabilities: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
     details: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class ImportRecord(Base):
@@ -292,7 +312,7 @@ class ImportRecord(Base):
     file_name: Mapped[str] = mapped_column(String(500))
     sha256: Mapped[str] = mapped_column(String(64))
     counts: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class Job(Base):
@@ -311,8 +331,8 @@ class Job(Base):
     progress_done: Mapped[int] = mapped_column(Integer, default=0)
     progress_total: Mapped[int | None] = mapped_column(Integer)
     lease_owner: Mapped[str | None] = mapped_column(String(200))
-    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
     # Claims that ran the job's code to a failure (or are running it now), capped by
     # max_attempts; claims whose worker vanished (lease expired) are counted apart.
     attempts: Mapped[int] = mapped_column(Integer, default=0)
@@ -320,9 +340,9 @@ class Job(Base):
     lease_losses: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     error: Mapped[str | None] = mapped_column(Text)
     result: Mapped[dict[str, Any] | None] = mapped_column(JsonType)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
 
 class LanguageModel(Base):
@@ -341,7 +361,7 @@ class LanguageModel(Base):
     n_layers: Mapped[int | None] = mapped_column(Integer)
     d_model: Mapped[int | None] = mapped_column(Integer)
     details: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class ActivationSet(Base):
@@ -367,7 +387,7 @@ class ActivationSet(Base):
     # Row i of the arrays belongs to instance_ids[i].
     instance_ids: Mapped[list[Any]] = mapped_column(JsonType, default=list)
     details: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class User(Base):
@@ -381,7 +401,7 @@ class User(Base):
     role: Mapped[str] = mapped_column(String(20))
     password_hash: Mapped[str | None] = mapped_column(Text)
     active: Mapped[bool] = mapped_column(Boolean, default=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class AuthToken(Base):
@@ -403,9 +423,9 @@ class AuthToken(Base):
     # Sessions only: the synchronizer token every form and htmx POST must echo.
     csrf_token: Mapped[str | None] = mapped_column(String(64))
     label: Mapped[str] = mapped_column(String(200), default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime())
 
 
 class LoginFailure(Base):
@@ -421,7 +441,7 @@ class LoginFailure(Base):
     name_sha256: Mapped[str] = mapped_column(String(64))
     client: Mapped[str] = mapped_column(String(64))
     attempts: Mapped[int] = mapped_column(Integer)
-    window_start: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    window_start: Mapped[datetime] = mapped_column(UtcDateTime())
 
 
 class ReviewQueue(Base):
@@ -448,7 +468,7 @@ class ReviewQueue(Base):
     choices: Mapped[list[Any]] = mapped_column(JsonType, default=list)
     instructions: Mapped[str] = mapped_column(Text, default="")
     created_by: Mapped[str] = mapped_column(String(100), default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class QueueItem(Base):
@@ -487,7 +507,7 @@ class QueueSkip(Base):
     queue_id: Mapped[int] = mapped_column(ForeignKey("review_queues.id", ondelete="CASCADE"))
     instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id", ondelete="CASCADE"))
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class Comment(Base):
@@ -500,7 +520,7 @@ class Comment(Base):
     instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id", ondelete="CASCADE"))
     author: Mapped[str] = mapped_column(String(100))
     body: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
 class MetricResult(Base):
@@ -525,4 +545,4 @@ class MetricResult(Base):
     plots: Mapped[str | None] = mapped_column(Text)
     figures: Mapped[str | None] = mapped_column(Text)
     compute_seconds: Mapped[float] = mapped_column(Float, default=0.0)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
