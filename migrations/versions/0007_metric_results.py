@@ -3,7 +3,7 @@
 Every server process and every restart reads the numbers a page, a job or the CLI computed
 once (issue 14); a benchmark's deletion takes its results with it.
 
-Revision ID: 0008
+Revision ID: 0007
 Revises: 0006
 Create Date: 2026-12-01 15:00:00
 """
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0008"
+revision: str = "0007"
 down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None

@@ -1,7 +1,7 @@
 """Hardening: the sign-in throttle's table, and jobs' lost leases counted apart from attempts.
 
-Revision ID: 0007
-Revises: 0008 (0008_metric_results landed first, on 0006; this one follows it, one head)
+Revision ID: 0008
+Revises: 0007
 Create Date: 2026-12-01 14:00:00
 """
 
@@ -10,8 +10,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0007"
-down_revision: str | None = "0008"
+revision: str = "0008"
+down_revision: str | None = "0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
