@@ -16,6 +16,7 @@ from app.services.benchmarks import get_benchmark
 from app.services.language_models import list_language_models
 from app.tables import Job
 from app.web.deps import StoreDep
+from app.web.error_docs import CONFLICT
 from app.web.job_links import job_links
 from app.web.params import DbCount, DbId
 from app.web.responses import redirect_after_post
@@ -177,14 +178,14 @@ def api_job(job_id: DbId, store: StoreDep) -> JobOut:
         return JobOut.of(jobs.get_job(session, job_id))
 
 
-@api_router.post("/jobs/{job_id}/cancel", response_model=JobOut)
+@api_router.post("/jobs/{job_id}/cancel", response_model=JobOut, responses=CONFLICT)
 def api_cancel(job_id: DbId, store: StoreDep) -> JobOut:
     """Cancel a queued or running job (409 if it already finished)."""
     with transaction(store.write_factory) as session:
         return JobOut.of(jobs.cancel(session, job_id))
 
 
-@api_router.post("/jobs/{job_id}/retry", response_model=JobOut)
+@api_router.post("/jobs/{job_id}/retry", response_model=JobOut, responses=CONFLICT)
 def api_retry(job_id: DbId, store: StoreDep) -> JobOut:
     """Queue a failed or cancelled job again (409 otherwise)."""
     with transaction(store.write_factory) as session:

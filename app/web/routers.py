@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
+from app.web.error_docs import SIGNED_IN, ApiRoute
 from app.web.params import check_request_text
 
 _CHECKS = [Depends(check_request_text)]
@@ -18,5 +19,14 @@ def page_router() -> APIRouter:
 
 
 def json_router(tag: str) -> APIRouter:
-    """A router of JSON routes under ``/api``, grouped under ``tag`` in the OpenAPI schema."""
-    return APIRouter(prefix="/api", tags=[tag], dependencies=_CHECKS)
+    """A router of JSON routes under ``/api``, grouped under ``tag`` in the OpenAPI schema.
+
+    Its routes document their error responses (:mod:`app.web.error_docs`).
+    """
+    return APIRouter(
+        prefix="/api",
+        tags=[tag],
+        dependencies=_CHECKS,
+        responses=SIGNED_IN,
+        route_class=ApiRoute,
+    )
