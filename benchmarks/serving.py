@@ -210,7 +210,10 @@ def server_rss_mib(pids: Sequence[int]) -> float:
 
 
 def server_peak_rss_mib(pids: Sequence[int]) -> float:
-    """The high-water mark of resident memory (VmHWM) of the largest of ``pids``' trees, MiB."""
+    """Sum of the resident-memory high-water marks (VmHWM) of ``pids`` and children, MiB.
+
+    An upper bound of their combined peak, comparable with :func:`server_rss_mib`.
+    """
     peak = 0
     for p in _tree(pids):
         try:
@@ -219,7 +222,7 @@ def server_peak_rss_mib(pids: Sequence[int]) -> float:
             continue
         found = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
         if found:
-            peak = max(peak, int(found.group(1)))
+            peak += int(found.group(1))
     return round(peak / 1024, 1)
 
 
