@@ -327,6 +327,14 @@ def main() -> None:
         help="torch CPU threads (default: as a worker sets them, APPELLATE_WORKER_THREADS or "
         "the usable cores)",
     )
+    parser.add_argument(
+        "--compare-threads",
+        type=int,
+        nargs="+",
+        default=None,
+        help="time only ours, at each of these thread counts in every round (paired under "
+        "the same load); prints their medians instead of the method report",
+    )
     parser.add_argument("--model-dir", type=Path, default=None)
     parser.add_argument("--data-dir", type=Path, default=None)
     args = parser.parse_args()
@@ -343,9 +351,47 @@ def main() -> None:
 
     device = loaded.model.device
     sync = (lambda: _sync(device)) if device.type == "cuda" else (lambda: None)
+    if args.compare_threads:
+        print(json.dumps(_compare_threads(args, methods["ours"], transcripts, sync), indent=2))
+        return
     times, cpu, outputs = run_rounds(methods, args.repeats, sync)
     report = _report(args, loaded, transcripts, (times, cpu), outputs, peaks, unavailable)
     print(json.dumps(report, indent=2))
+
+
+def _compare_threads(
+    args: argparse.Namespace,
+    ours: Callable[[], Any],
+    transcripts: list[list[int]],
+    sync: Callable[[], None],
+) -> dict[str, Any]:
+    """``ours`` at each thread count of ``--compare-threads``, interleaved round by round."""
+
+    def at(threads: int) -> Callable[[], Any]:
+        def run() -> Any:
+            set_torch_threads(threads)
+            return ours()
+
+        return run
+
+    counts = args.compare_threads
+    times, cpu, _ = run_rounds({str(t): at(t) for t in counts}, args.repeats, sync)
+    return {
+        "usable_cores": usable_cores(),
+        "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
+        "n_items": len(transcripts),
+        "tokens": sum(len(t) for t in transcripts),
+        "batch_size": args.batch_size,
+        "repeats": args.repeats,
+        "threads": {
+            str(t): {
+                "median_wall_s": round(statistics.median(times[str(t)]), 4),
+                "wall_s": [round(x, 4) for x in times[str(t)]],
+                "median_cpu_s": round(statistics.median(cpu[str(t)]), 4),
+            }
+            for t in counts
+        },
+    }
 
 
 def _report(
