@@ -70,11 +70,22 @@ def nul_in_string(path: Path) -> None:
     pq.write_table(_table(pa.array(values)), path, row_group_size=ROW_GROUP_ROWS)
 
 
+def deep_type(path: Path) -> None:
+    """A ``meta`` column of lists nested 150 deep (its values would be as deep)."""
+    value: object = 1
+    kind = pa.int64()
+    for _ in range(150):
+        value, kind = [value], pa.list_(kind)
+    table = _table().slice(0, 1).append_column("meta", pa.array([value], type=kind))
+    pq.write_table(table, path)
+
+
 GENERATED: dict[str, Callable[[Path], None]] = {
     "deep_100k.jsonl": deep_100k,
     "corrupt_page.parquet": corrupt_page,
     "bad_utf8_string.parquet": bad_utf8_string,
     "nul_in_string.parquet": nul_in_string,
+    "deep_type.parquet": deep_type,
 }
 
 
