@@ -8,16 +8,15 @@ from the rewards).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Collection
 from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.services.judge_scores import Verdict, store_judge_scores
+from app.services.judge_scores import judge_orders, store_judge_scores
 from app.services.labels import append_labels, latest_event_ids
-from app.tables import Choice, Detector, Instance, Judgment, LabelEvent, Order
+from app.tables import Choice, Detector, Instance, LabelEvent, Order
 
 FLIP_PREFIX = "flip:"
 FLIP_SOURCE = "derived"
@@ -94,25 +93,7 @@ def recompute_flips(
         Restrict the recomputation to these judges (all judges when None).
 
     """
-    q = (
-        select(
-            Judgment.detector_id,
-            Judgment.instance_id,
-            Judgment.order,
-            Judgment.choice,
-            Judgment.verdict_logits,
-        )
-        .join(Instance, Instance.id == Judgment.instance_id)
-        .where(
-            Instance.benchmark_id == benchmark_id,
-            Judgment.order.in_([Order.AB.value, Order.BA.value]),
-        )
-    )
-    if detector_ids is not None:
-        q = q.where(Judgment.detector_id.in_(list(detector_ids)))
-    choices: dict[int, dict[int, dict[str, Verdict]]] = defaultdict(lambda: defaultdict(dict))
-    for detector_id, instance_id, order, choice, logits in session.execute(q):
-        choices[detector_id][instance_id][order] = Verdict(choice, logits)
+    choices = judge_orders(session, benchmark_id, detector_ids, (Order.AB.value, Order.BA.value))
 
     if detector_ids is None:
         # Judges whose judgments are all gone still have labels that must be retracted.

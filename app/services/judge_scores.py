@@ -15,19 +15,21 @@ recomputed, and never touches a score of the same detector that came from elsewh
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.tables import Choice, Instance, Order, Score
+from app.tables import Choice, Instance, Judgment, Order, Score
 
 __all__ = [
     "DERIVED",
     "JudgeScore",
     "Verdict",
+    "judge_orders",
     "pair_score",
     "sigmoid",
     "store_judge_scores",
@@ -50,10 +52,57 @@ def sigmoid(x: float) -> float:
 
 @dataclass(frozen=True)
 class Verdict:
-    """One judgment of a pair: the identity chosen and ``{"A": logit, "B": logit}`` if stored."""
+    """One judgment of a pair: the identity chosen, its logits and its stated certainty.
+
+    ``verdict_logits`` is ``{"A": logit, "B": logit}`` where stored; ``confidence`` the
+    judge's stated certainty where it gave one.
+    """
 
     choice: str
     verdict_logits: Mapping[str, Any] | None = None
+    confidence: float | None = None
+
+
+def judge_orders(
+    session: Session,
+    benchmark_id: int,
+    detector_ids: Iterable[int] | None = None,
+    orders: Iterable[str] | None = None,
+) -> dict[int, dict[int, dict[str, Verdict]]]:
+    """Judgments on the benchmark as ``{detector_id: {instance_id: {order: verdict}}}``.
+
+    Parameters
+    ----------
+    session
+        The caller's session (read only).
+    benchmark_id
+        The benchmark.
+    detector_ids
+        Restrict to these judges.
+    orders
+        Restrict to these presentation orders (all when None).
+
+    """
+    q = (
+        select(
+            Judgment.detector_id,
+            Judgment.instance_id,
+            Judgment.order,
+            Judgment.choice,
+            Judgment.verdict_logits,
+            Judgment.confidence,
+        )
+        .join(Instance, Instance.id == Judgment.instance_id)
+        .where(Instance.benchmark_id == benchmark_id)
+    )
+    if detector_ids is not None:
+        q = q.where(Judgment.detector_id.in_(list(detector_ids)))
+    if orders is not None:
+        q = q.where(Judgment.order.in_(list(orders)))
+    out: dict[int, dict[int, dict[str, Verdict]]] = defaultdict(lambda: defaultdict(dict))
+    for detector_id, instance_id, order, choice, logits, confidence in session.execute(q):
+        out[detector_id][instance_id][order] = Verdict(choice, logits, confidence)
+    return out
 
 
 @dataclass(frozen=True)

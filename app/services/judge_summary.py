@@ -6,7 +6,6 @@ numbers never lag behind derived labels.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -16,17 +15,16 @@ from sqlalchemy.orm import Session
 from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
 from app.services.flips import flip_value, is_two_order_judge
+from app.services.judge_scores import Verdict, judge_orders
 from app.services.labelled_items import LabelMode, data_key, label_key
 from app.services.labels import current_label_subquery
 from app.services.metrics_query import MetricsData, MetricsQuery
 from app.services.resolution import resolved_values
 from app.stats.bootstrap import bootstrap_mean
-from app.tables import Benchmark, Choice, Detector, Instance, Judgment, Order
+from app.tables import Benchmark, Choice, Detector, Instance, Order
 
 __all__ = [
     "JudgeSummary",
-    "OrderedJudgment",
-    "judge_orders",
     "judge_summaries",
     "judge_summaries_of",
 ]
@@ -34,50 +32,6 @@ __all__ = [
 # The AB-order verdict decides the pair; the reference names the correct identity.
 _OPPOSITE = {Choice.A.value: Choice.B.value, Choice.B.value: Choice.A.value}
 _CACHE = VersionedCache(maxsize=128)
-
-
-@dataclass(frozen=True)
-class OrderedJudgment:
-    """What one judgment contributes: the identity chosen and the judge's stated certainty."""
-
-    choice: str
-    confidence: float | None
-    verdict_logits: dict[str, Any] | None
-
-
-def judge_orders(
-    session: Session, benchmark: Benchmark, detector_ids: list[int] | None = None
-) -> dict[int, dict[int, dict[str, OrderedJudgment]]]:
-    """Every judgment on the benchmark as ``{detector_id: {instance_id: {order: judgment}}}``.
-
-    Parameters
-    ----------
-    session
-        The caller's session (read only).
-    benchmark
-        The benchmark.
-    detector_ids
-        Restrict to these judges.
-
-    """
-    q = (
-        select(
-            Judgment.detector_id,
-            Judgment.instance_id,
-            Judgment.order,
-            Judgment.choice,
-            Judgment.confidence,
-            Judgment.verdict_logits,
-        )
-        .join(Instance, Instance.id == Judgment.instance_id)
-        .where(Instance.benchmark_id == benchmark.id)
-    )
-    if detector_ids is not None:
-        q = q.where(Judgment.detector_id.in_(detector_ids))
-    out: dict[int, dict[int, dict[str, OrderedJudgment]]] = defaultdict(lambda: defaultdict(dict))
-    for detector_id, instance_id, order, choice, confidence, logits in session.execute(q):
-        out[detector_id][instance_id][order] = OrderedJudgment(choice, confidence, logits)
-    return out
 
 
 @dataclass(frozen=True)
@@ -132,7 +86,7 @@ def _fraction(hits: int, total: int) -> float | None:
 
 def _summarise(
     name: str,
-    by_instance: dict[int, dict[str, OrderedJudgment]],
+    by_instance: dict[int, dict[str, Verdict]],
     groups: dict[int, str],
     reference: dict[int, str],
     reference_name: str,
@@ -278,7 +232,7 @@ def _summaries(
     )
 
     def compute() -> list[JudgeSummary]:
-        orders = judge_orders(session, bench)
+        orders = judge_orders(session, bench.id)
         if not orders:  # no judge: spare reading every instance's group and label
             return []
         detectors = {

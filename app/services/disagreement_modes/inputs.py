@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
-from app.services.judge_summary import OrderedJudgment, judge_orders
+from app.services.judge_scores import Verdict, judge_orders
 from app.services.labels import current_label_subquery
 from app.services.metrics import LabelledItems, detector_scores, get_detector
 from app.services.scores import benchmark_scores
@@ -85,10 +85,10 @@ def benchmark_probabilities(session: Session, bench: Benchmark, name: str) -> di
 
 def judgments_by_order(
     session: Session, bench: Benchmark, judge: str
-) -> dict[int, dict[str, OrderedJudgment]]:
+) -> dict[int, dict[str, Verdict]]:
     """Judge ``judge``'s judgments on ``bench`` as ``{instance_id: {order: judgment}}``."""
     detector = get_detector(session, judge)
-    return judge_orders(session, bench, [detector.id]).get(detector.id, {})
+    return judge_orders(session, bench.id, [detector.id]).get(detector.id, {})
 
 
 def against_label(items: LabelledItems, p: NDArray[np.float64]) -> NDArray[np.float64]:

@@ -9,13 +9,13 @@ from app.errors import InvalidInput
 from app.services.disagreement_modes import base
 from app.services.disagreement_modes.inputs import instance_info, judgments_by_order
 from app.services.flips import flip_value
-from app.services.judge_summary import OrderedJudgment
+from app.services.judge_scores import Verdict
 from app.tables import Order
 
-Measure = Callable[[OrderedJudgment], float | None]
+Measure = Callable[[Verdict], float | None]
 
 
-def _logits(judgment: OrderedJudgment) -> tuple[float, float] | None:
+def _logits(judgment: Verdict) -> tuple[float, float] | None:
     logits = judgment.verdict_logits or {}
     a, b = logits.get("A"), logits.get("B")
     if isinstance(a, int | float) and isinstance(b, int | float):
@@ -23,17 +23,17 @@ def _logits(judgment: OrderedJudgment) -> tuple[float, float] | None:
     return None
 
 
-def _margin(judgment: OrderedJudgment) -> float | None:
+def _margin(judgment: Verdict) -> float | None:
     logits = _logits(judgment)
     return None if logits is None else abs(logits[0] - logits[1])
 
 
-def _p_a(judgment: OrderedJudgment) -> float | None:
+def _p_a(judgment: Verdict) -> float | None:
     logits = _logits(judgment)
     return None if logits is None else 1.0 / (1.0 + math.exp(logits[1] - logits[0]))
 
 
-def _measure(judgments: list[OrderedJudgment]) -> tuple[Measure, str | None]:
+def _measure(judgments: list[Verdict]) -> tuple[Measure, str | None]:
     """One certainty measure for the whole list, and its name.
 
     Verbalised confidence when the judge states it, else the verdict-logit margin.
