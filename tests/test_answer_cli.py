@@ -93,7 +93,9 @@ def test_answer_job_killed_and_resumed_stores_each_item_once(
             .where(Detector.name == "smollm2/choice")
         ).all()
         aset = get_activation_set(s, SET)
-    assert finished.status == "done" and finished.attempts == 2, finished.error
+    assert (finished.status, finished.attempts, finished.lease_losses) == ("done", 1, 1), (
+        finished.error
+    )
     ids = [r[0] for r in rows]
     assert len(ids) == len(set(ids)) == 100
     for _, answer, probs in rows:
