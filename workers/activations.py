@@ -2,15 +2,20 @@
 
 The shards are the source of truth for which instances are done; the ActivationSet row's
 ``instance_ids`` is refreshed from them after every batch, so a resumed job never duplicates rows.
+Writers of one folder take turns under an exclusive ``flock`` on the folder (released by the
+kernel when a writer is killed), so two processes never number a shard alike or store an
+instance twice, and the partial files of killed writers are removed by the next one.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +32,8 @@ if TYPE_CHECKING:
 ACTIVATIONS_DIR = "activations"
 STORAGE_DTYPES = ("float32", "float16")
 _SHARD_GLOB = "shard-*.safetensors"
+_PARTIAL_PREFIX = ".shard-"
+_PARTIAL_GLOB = f"{_PARTIAL_PREFIX}*.tmp"
 _VALUES = "values"
 _IDS = "instance_ids"
 
@@ -54,7 +61,8 @@ class ActivationArray:
 class ShardFiles:
     """The shard folder of one activation set: append batches, list done ids, read everything.
 
-    One writer at a time (a set is filled by the job that owns it); readers may run alongside,
+    Writers take turns under the folder's lock (a set is filled by the job that owns it, but a
+    worker that lost its lease may still be finishing a batch); readers may run alongside,
     since a shard only appears, complete, by an atomic rename.
     """
 
@@ -95,33 +103,63 @@ class ShardFiles:
             The ids actually written (those not stored before), in row order.
 
         """
-        from safetensors.numpy import save_file
-
         ids = np.asarray(instance_ids, dtype=np.int64)
         if values.shape != (len(ids), *self.shape):
             raise ValueError(f"values {values.shape} do not match {(len(ids), *self.shape)}")
         if len(np.unique(ids)) != len(ids):
             raise ValueError("repeated instance ids in one batch")
-        keep = ~np.isin(ids, np.asarray(self.done_ids(), dtype=np.int64))
-        if not keep.any():
-            return []
+        with self._writing():
+            # Read under the lock: another writer's shard may have landed since the caller's.
+            keep = ~np.isin(ids, np.asarray(self.done_ids(), dtype=np.int64))
+            if keep.any():
+                self._write_shard(ids[keep], values[keep])
+        return [int(x) for x in ids[keep]]
+
+    def tidy(self) -> int:
+        """Remove partial shards left by killed writers; returns how many (when resuming)."""
+        if not self.folder.is_dir():
+            return 0
+        with self._writing():
+            return self._drop_partials()
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the folder's exclusive lock (created first), partials of dead writers removed.
+
+        A partial file exists only while its writer holds the lock, so any found under it was
+        left by a writer that died.
+        """
         self.folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.folder, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._drop_partials()
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def _drop_partials(self) -> int:
+        partials = list(self.folder.glob(_PARTIAL_GLOB))
+        for path in partials:
+            path.unlink(missing_ok=True)
+        return len(partials)
+
+    def _write_shard(self, ids: np.ndarray, values: np.ndarray) -> None:
+        """Publish the next shard (caller holds the lock): ``ids`` [b], ``values`` [b, L, d]."""
+        from safetensors.numpy import save_file
+
         existing = self.shards()
         number = int(existing[-1].stem.split("-")[1]) + 1 if existing else 0
-        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".shard-", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=_PARTIAL_PREFIX, suffix=".tmp")
         os.close(fd)
         try:
-            tensors = {
-                _VALUES: np.ascontiguousarray(values[keep], dtype=self.dtype),
-                _IDS: ids[keep],
-            }
+            tensors = {_VALUES: np.ascontiguousarray(values, dtype=self.dtype), _IDS: ids}
             save_file(tensors, tmp, metadata={"format": "appellate-activations-1"})
             # The rename publishes the shard whole: a killed writer leaves only a .tmp file.
             os.replace(tmp, self.folder / f"shard-{number:06d}.safetensors")
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        return [int(x) for x in ids[keep]]
 
     def read(self) -> tuple[list[int], np.ndarray]:
         """Every stored row in write order: ids and ``[n_items, n_layers, d_model]`` values."""
@@ -241,8 +279,10 @@ def open_model_set(
         model_id=model_id,
         details=details,
     )
+    files = shard_files(data_dir, aset)
+    files.tidy()  # a killed writer's partial shard, if the last run died mid-write
     sync_instance_order(session, data_dir, aset)
-    return FillingSet(shard_files(data_dir, aset), aset.id, aset.name, Path(data_dir))
+    return FillingSet(files, aset.id, aset.name, Path(data_dir))
 
 
 def read_activation_set(data_dir: Path, activation_set: ActivationSet) -> ActivationArray:

@@ -1,7 +1,8 @@
 """The ``judge`` job: plan the (pair, order) units left, judge them by length, write per batch.
 
-Per batch, activations go to a new shard first and the judgments second, each idempotent; a job
-killed anywhere resumes from the judgment table without duplicating a row.
+Per batch, in the transaction that holds the job, activations go to a new shard first and the
+judgments second, each idempotent; a job killed anywhere resumes from the judgment table without
+duplicating a row or a stored state.
 """
 
 from __future__ import annotations
@@ -274,14 +275,19 @@ def run_judge_job(ctx: JobContext) -> dict[str, Any]:
         ctx.check()
         units = [plan.pending[i] for i in batch]
         outputs = engine.judge(units)
-        captured = _store_ab_states(capture.files, units, outputs) if capture else set()
-        results = _results(units, outputs, captured, capture.name if capture else None)
         for u, o in zip(units, outputs, strict=True):
             if u.order == Order.AB.value and len(to_verify) < params.verify and o.slot:
                 to_verify[u.instance_id] = o
         done += len(units)
 
-        def write(session: Session, results: list[UnitResult] = results) -> None:
+        def write(
+            session: Session, units: list[Unit] = units, outputs: list[JudgeOutput] = outputs
+        ) -> None:
+            # The shard is written inside the batch's transaction, which holds the job: a worker
+            # that lost its lease writes no file (and one killed before its commit leaves rows
+            # that the next owner finds stored and does not store again).
+            captured = _store_ab_states(capture.files, units, outputs) if capture else set()
+            results = _results(units, outputs, captured, capture.name if capture else None)
             write_results(session, plan, results, mode=params.mode)
             if capture:
                 capture.sync(session)

@@ -3,6 +3,12 @@
 One transaction per step, never one held during model computation. A handler reports progress
 and writes its results per batch through :class:`JobContext`, which stops it when the job was
 cancelled, its lease was lost, or the worker was asked to stop.
+
+A batch's transaction locks the job's row before checking the lease, so no other worker can
+requeue or claim the job between that check and the commit (two owners never write at once).
+Lost database connections (a server restart, a killed backend) and lock conflicts are
+retried with backoff, the whole transaction again, for up to a lease; a worker cut off longer
+leaves its job to the lease (a lost lease, not a failed attempt) and keeps polling.
 """
 
 from __future__ import annotations
@@ -10,18 +16,22 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy.orm import Session
+from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import transaction
 from app.errors import AppellateError
 from app.services import jobs
 from app.store import Store
+from app.tables import Job
 
 T = TypeVar("T")
 Handler = Callable[["JobContext"], dict[str, Any]]
@@ -29,6 +39,71 @@ Handler = Callable[["JobContext"], dict[str, Any]]
 
 class JobStopped(Exception):
     """The job must stop now: cancelled, lease lost, or the worker is shutting down."""
+
+
+# Backoff between retries of a transaction that met a transient database error.
+RETRY_FIRST_S = 0.1
+RETRY_MAX_S = 2.0
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a database error may pass on retry: a lost connection, a deadlock, a lock wait.
+
+    SQLAlchemy raises OperationalError for those (psycopg's server-closed connection, a killed
+    backend, PostgreSQL's deadlock and serialization failures, SQLite's "database is locked"),
+    and flags any error on a connection it found dead as ``connection_invalidated``.
+    """
+    return isinstance(exc, OperationalError) or (
+        isinstance(exc, DBAPIError) and exc.connection_invalidated
+    )
+
+
+def _brief(exc: BaseException) -> str:
+    return str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:200]
+
+
+def in_retried_transaction(
+    factory: sessionmaker[Session],
+    work: Callable[[Session], T],
+    *,
+    budget_s: float,
+    log: Callable[[str], None],
+) -> T:
+    """Run ``work`` in one transaction, again from the start after a transient error.
+
+    ``work`` must be safe to repeat (a failed COMMIT may have committed): job writes are
+    idempotent by contract (:meth:`JobContext.commit`). The pool's pre-ping replaces dead
+    connections on the next checkout.
+
+    Raises
+    ------
+    sqlalchemy.exc.DBAPIError
+        A non-transient error at once; a transient one still failing after ``budget_s``.
+
+    """
+    deadline = time.monotonic() + budget_s
+    delay = RETRY_FIRST_S
+    while True:
+        try:
+            with transaction(factory) as session:
+                return work(session)
+        except DBAPIError as exc:
+            if not is_transient(exc) or time.monotonic() + delay > deadline:
+                raise
+            log(f"database error, retrying in {delay:.1f} s: {_brief(exc)}")
+            time.sleep(delay)
+            delay = min(2 * delay, RETRY_MAX_S)
+
+
+def _hold(session: Session, job_id: int, owner: str) -> bool:
+    """Lock the job's row, then whether ``owner`` still holds it (for a batch's transaction).
+
+    The row lock lasts until the batch commits: a claim skips locked rows and a requeue of a
+    stale lease waits, so the lease cannot change hands between this check and the writes.
+    (SQLite's IMMEDIATE write transactions serialise the same way; FOR UPDATE is dropped there.)
+    """
+    session.execute(select(Job.id).where(Job.id == job_id).with_for_update())
+    return jobs.is_owned(session, job_id, owner)
 
 
 def worker_name() -> str:
@@ -46,6 +121,10 @@ class JobContext:
     shutdown: threading.Event
     lease_lost: threading.Event = field(default_factory=threading.Event)
     cache: dict[Any, Any] = field(default_factory=dict)
+    # How long a transaction is retried after transient database errors (a lease: after that
+    # the job may be another worker's anyway).
+    retry_s: float = 60.0
+    log: Callable[[str], None] = print
 
     @property
     def params(self) -> dict[str, Any]:
@@ -63,7 +142,8 @@ class JobContext:
         """Write one batch's results and its progress in one transaction, if the job is still ours.
 
         Results written here must be idempotent (skip rows that exist), so that a job resumed
-        after a crash can redo a batch whose commit never happened.
+        after a crash can redo a batch whose commit never happened, and a transaction cut off
+        by a lost connection can be run again. The job's row is locked while ``work`` runs.
 
         Raises
         ------
@@ -72,27 +152,39 @@ class JobContext:
             stopping (the batch is written first).
 
         """
-        with transaction(self.store.write_factory) as session:
-            if not jobs.is_owned(session, self.claim.job_id, self.claim.owner):
+
+        def batch(session: Session) -> T:
+            if not _hold(session, self.claim.job_id, self.claim.owner):
                 self.lease_lost.set()
                 raise JobStopped
             out = work(session)
             if done is not None:
                 jobs.set_progress(session, self.claim.job_id, self.claim.owner, done, total)
+            return out
+
+        out = self._retried(self.store.write_factory, batch)
         self.check()
         return out
 
     def progress(self, done: int, total: int | None) -> None:
         """Record progress without results (e.g. the total, before the first batch)."""
-        with transaction(self.store.write_factory) as session:
-            if not jobs.set_progress(session, self.claim.job_id, self.claim.owner, done, total):
-                self.lease_lost.set()
+
+        def record(session: Session) -> bool:
+            return jobs.set_progress(session, self.claim.job_id, self.claim.owner, done, total)
+
+        if not self._retried(self.store.write_factory, record):
+            self.lease_lost.set()
         self.check()
 
     def read(self, work: Callable[[Session], T]) -> T:
         """Run a short read-only transaction (inputs are read before computing, never during)."""
-        with transaction(self.store.factory) as session:
-            return work(session)
+        return self._retried(self.store.factory, work)
+
+    def _retried(self, factory: sessionmaker[Session], work: Callable[[Session], T]) -> T:
+        def log(line: str) -> None:
+            self.log(f"job {self.claim.job_id}: {line}")
+
+        return in_retried_transaction(factory, work, budget_s=self.retry_s, log=log)
 
 
 class _Heartbeat(threading.Thread):
@@ -114,7 +206,9 @@ class _Heartbeat(threading.Thread):
                         self.ctx.claim.owner,
                         lease_seconds=self.lease_seconds,
                     )
-            except Exception:
+            except Exception as exc:
+                # Retried at the next beat; a lease that runs out meanwhile is lost.
+                self.ctx.log(f"job {self.ctx.claim.job_id}: heartbeat failed: {_brief(exc)}")
                 continue
             if not ok:
                 self.ctx.lease_lost.set()
@@ -162,10 +256,24 @@ class Worker:
             )
 
     def run(self, *, once: bool = False) -> int:
-        """Run jobs until shutdown (with ``once``: until the queue is empty); return the count."""
+        """Run jobs until shutdown (with ``once``: until the queue is empty); return the count.
+
+        A database that cannot be reached does not end the loop: the claim is tried again with
+        backoff (up to ``poll_seconds`` apart, at least :data:`RETRY_MAX_S`) until it answers.
+        """
         count = 0
+        delay = RETRY_FIRST_S
         while not self.shutdown.is_set():
-            claimed = self.claim()
+            try:
+                claimed = self.claim()
+            except DBAPIError as exc:
+                if not is_transient(exc):
+                    raise
+                self.log(f"worker: database error, claiming again in {delay:.1f} s: {_brief(exc)}")
+                self.shutdown.wait(delay)
+                delay = min(2 * delay, max(RETRY_MAX_S, self.poll_seconds))
+                continue
+            delay = RETRY_FIRST_S
             if claimed is None:
                 if once:
                     break
@@ -181,7 +289,15 @@ class Worker:
         from workers.capture import set_torch_threads
 
         set_torch_threads(self.store.settings.worker_threads)
-        ctx = JobContext(self.store, claimed, self.device, self.shutdown, cache=self.cache)
+        ctx = JobContext(
+            self.store,
+            claimed,
+            self.device,
+            self.shutdown,
+            cache=self.cache,
+            retry_s=self.lease_seconds,
+            log=self.log,
+        )
         beat = _Heartbeat(ctx, self.lease_seconds)
         beat.start()
         self.log(f"job {claimed.job_id} ({claimed.kind}) {_attempt(claimed)}: started")
@@ -193,26 +309,46 @@ class Worker:
             # Bad parameters or input: another attempt would fail the same way.
             return self._failed(claimed, exc.message, final=True)
         except Exception as exc:
+            if is_transient(exc):
+                # Cut off from the database for a whole lease: not the job's fault. The lease
+                # runs out and the job is claimed again (by us, once the database is back).
+                return self._cut_off(claimed, exc)
             detail = "".join(traceback.format_exception_only(exc)).strip()
             return self._failed(claimed, detail, final=False)
         finally:
             beat.stopped.set()
             beat.join()
-        with transaction(self.store.write_factory) as session:
-            ok = jobs.finish(session, claimed.job_id, claimed.owner, result)
+        ok = self._write(claimed, lambda s: jobs.finish(s, claimed.job_id, claimed.owner, result))
         self.log(f"job {claimed.job_id}: {'done' if ok else 'finished after losing its lease'}")
         return "done" if ok else "lost"
 
+    def _write(self, claimed: jobs.Claim, work: Callable[[Session], T]) -> T | None:
+        """An outcome's transaction, retried for a lease; None when the database stayed away."""
+        try:
+            return in_retried_transaction(
+                self.store.write_factory, work, budget_s=self.lease_seconds, log=self.log
+            )
+        except DBAPIError as exc:
+            if not is_transient(exc):
+                raise
+            self._cut_off(claimed, exc)
+            return None
+
+    def _cut_off(self, claimed: jobs.Claim, exc: BaseException) -> str:
+        self.log(f"job {claimed.job_id}: database unreachable, left to its lease: {_brief(exc)}")
+        return "lost"
+
     def _failed(self, claimed: jobs.Claim, detail: str, *, final: bool) -> str:
-        with transaction(self.store.write_factory) as session:
-            status = jobs.fail(session, claimed.job_id, claimed.owner, detail, final=final)
+        status = self._write(
+            claimed, lambda s: jobs.fail(s, claimed.job_id, claimed.owner, detail, final=final)
+        )
         self.log(f"job {claimed.job_id}: {detail} -> {status}")
         return status or "lost"
 
     def _stopped(self, ctx: JobContext) -> str:
         if self.shutdown.is_set() and not ctx.lease_lost.is_set():
-            with transaction(self.store.write_factory) as session:
-                jobs.release(session, ctx.claim.job_id, ctx.claim.owner)
+            claimed = ctx.claim
+            self._write(claimed, lambda s: jobs.release(s, claimed.job_id, claimed.owner))
             self.log(f"job {ctx.claim.job_id}: stopped by shutdown, back in the queue")
             return "released"
         self.log(f"job {ctx.claim.job_id}: stopped (cancelled or lease lost)")
