@@ -109,6 +109,7 @@ class ShardFiles:
         if len(np.unique(ids)) != len(ids):
             raise ValueError("repeated instance ids in one batch")
         with self._writing():
+            self._drop_partials()
             # Read under the lock: another writer's shard may have landed since the caller's.
             keep = ~np.isin(ids, np.asarray(self.done_ids(), dtype=np.int64))
             if keep.any():
@@ -124,16 +125,15 @@ class ShardFiles:
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
-        """Hold the folder's exclusive lock (created first), partials of dead writers removed.
+        """Hold the folder's exclusive lock (the folder is created first).
 
         A partial file exists only while its writer holds the lock, so any found under it was
-        left by a writer that died.
+        left by a writer that died (:meth:`_drop_partials`).
         """
         self.folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.folder, os.O_RDONLY)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            self._drop_partials()
             yield
         finally:
             os.close(fd)  # closing releases the lock
