@@ -14,8 +14,8 @@ from starlette.responses import HTMLResponse
 
 from app.services.metric_matrix import HEADLINE_METRICS, MATRIX_METRICS
 from app.web import cells, urls
-from app.web.markdown import render_markdown
 from app.web.filters import query_string
+from app.web.markdown import render_markdown
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TEMPLATES_DIR = ROOT / "templates"
