@@ -61,6 +61,7 @@ from benchmarks.seeding import (  # noqa: E402
     write_pairwise_csv,
 )
 from benchmarks.serving import (  # noqa: E402
+    add_server_options,
     add_user,
     fresh_store,
     get_ok,
@@ -237,15 +238,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000,1000000", help="instances, a,b,c")
     parser.add_argument("--databases", default="sqlite,postgresql", help="sqlite,postgresql")
     parser.add_argument("--requests", type=int, default=20, help="rounds of the warm pages")
-    parser.add_argument("--text-chars", type=int, default=1500, help="characters per text")
-    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per request")
-    parser.add_argument(
-        "--job-worker",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="start an `appellate worker` beside the server, which computes the metrics of "
-        "large benchmarks (its CPU counts as the server's)",
-    )
+    add_server_options(parser, timeout=1800.0)
     args = parser.parse_args()
     report: dict[str, Any] = {
         "sizes": sorted(int(s) for s in args.sizes.split(",") if s.strip()),

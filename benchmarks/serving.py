@@ -11,6 +11,7 @@ moves.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import socket
@@ -47,6 +48,19 @@ _CSRF_META = re.compile(r'<meta name="csrf-token" content="([^"]*)">')
 
 
 # --------------------------------------------------------------------------- stores
+
+
+def add_server_options(parser: argparse.ArgumentParser, timeout: float) -> None:
+    """The options every served benchmark shares: texts, request timeout, the job worker."""
+    parser.add_argument("--text-chars", type=int, default=1500, help="characters per text")
+    parser.add_argument("--timeout", type=float, default=timeout, help="seconds per request")
+    parser.add_argument(
+        "--job-worker",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="start an `appellate worker` beside the server, which computes the metrics of "
+        "large benchmarks (its CPU counts as the server's)",
+    )
 
 
 @contextmanager

@@ -44,6 +44,7 @@ if str(ROOT) not in sys.path:
 from benchmarks.scale_bench import page_url, wait_for_metrics  # noqa: E402
 from benchmarks.seeding import add_queue, import_pairwise, write_pairwise_csv  # noqa: E402
 from benchmarks.serving import (  # noqa: E402
+    add_server_options,
     add_user,
     fresh_store,
     get_ok,
@@ -267,17 +268,9 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=600.0, help="seconds")
     parser.add_argument("--items", type=int, default=1_000_000)
     parser.add_argument("--database", default="postgresql", choices=("sqlite", "postgresql"))
-    parser.add_argument("--text-chars", type=int, default=1500, help="characters per text")
     parser.add_argument("--think", type=float, default=0.5, help="mean pause between actions, s")
     parser.add_argument("--sample-every", type=float, default=10.0, help="RSS sampling period, s")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
-    parser.add_argument(
-        "--job-worker",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="start an `appellate worker` beside the server, which computes the metrics of "
-        "large benchmarks (counted with the server)",
-    )
+    add_server_options(parser, timeout=600.0)
     args = parser.parse_args()
     report: dict[str, Any] = {
         "reviewers": args.reviewers,
