@@ -8,11 +8,24 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import httpx
 import uvicorn
 from uvicorn._types import ASGIApplication
 
 from app.main import create_app
 from app.settings import Settings
+
+
+def wait_for_http(url: str, deadline: float) -> None:
+    """Poll ``url`` until it answers 200, or fail at ``deadline`` (a ``time.monotonic`` value)."""
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{url} did not come up")
 
 
 def free_port() -> int:

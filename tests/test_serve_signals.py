@@ -12,12 +12,11 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
 import psutil
 import pytest
 
 from tests.conftest import REPO
-from tests.live_server import free_port
+from tests.live_server import free_port, wait_for_http
 
 pytestmark = pytest.mark.slow
 
@@ -43,17 +42,6 @@ def _wait_for_line(lines: queue.Queue[str], needle: str, deadline: float, seen: 
             seen.append(lines.get(timeout=0.5))
 
 
-def _wait_for_http(url: str, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"{url} did not come up")
-
-
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_stops_the_worker_and_the_server_cleanly(tmp_path: Path, sig: int) -> None:
     port = free_port()
@@ -76,7 +64,7 @@ def test_a_signal_stops_the_worker_and_the_server_cleanly(tmp_path: Path, sig: i
     children: list[psutil.Process] = []
     deadline = time.monotonic() + 120
     try:
-        _wait_for_http(f"http://127.0.0.1:{port}/healthz", deadline)
+        wait_for_http(f"http://127.0.0.1:{port}/healthz", deadline)
         _wait_for_line(lines, WORKER_READY, deadline, seen)
         children = psutil.Process(server.pid).children(recursive=True)
         assert len(children) == 1 and "worker" in children[0].cmdline()

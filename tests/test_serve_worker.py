@@ -19,21 +19,10 @@ from app.services.language_models import register_language_model
 from app.settings import Settings
 from tests.auth_support import bearer
 from tests.conftest import DATA, REPO
-from tests.live_server import free_port
+from tests.live_server import free_port, wait_for_http
 from workers.models import describe_model
 
 PAIRS = sorted((DATA / "judgebench").glob("dataset=judgebench,*.jsonl"))[0]
-
-
-def _wait_for(url: str, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"{url} did not come up")
 
 
 def test_serve_with_worker_runs_queued_jobs_and_stops_both(
@@ -57,7 +46,7 @@ def test_serve_with_worker_runs_queued_jobs_and_stops_both(
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     try:
-        _wait_for(f"{base}/healthz", deadline)
+        wait_for_http(f"{base}/healthz", deadline)
         children = psutil.Process(server.pid).children()
         assert len(children) == 1 and "worker" in children[0].cmdline()
         made = httpx.post(
