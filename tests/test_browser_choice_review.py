@@ -27,6 +27,7 @@ from app.settings import Settings
 from app.tables import Instance, TokenKind
 from tests.auth_support import PASSWORD, ensure_user, token_for
 from tests.conftest import DATA
+from tests.form_support import submit_form
 from tests.live_server import live_server
 from tests.test_browser import browser
 from tests.test_browser_review import _password_sign_in, _watch
@@ -108,6 +109,8 @@ def test_choice_audit_walkthrough(
         iid = session.scalar(select(Instance.id).where(Instance.external_id == top))
     engine.dispose()
     rita.goto(f"{url}/queues/{queue_id}/items/{iid}")
+    # The queue is blind for every role: the reviewer reveals the item (a logged click) first.
+    submit_form(rita, "queue-reveal")
     form = rita.locator("#adjudicate-form")
     form.locator("input[name=reason]").fill("two options are right")
     form.locator("input[name=tags][value='no correct answer']").check()
