@@ -25,7 +25,6 @@ from app.services import metric_results
 from app.services.benchmarks import bump_data_version, get_benchmark
 from app.services.cache import VersionedCache
 from app.services.metric_results import (
-    MetricsResult,
     stale_result,
     stored_result,
 )
@@ -34,6 +33,7 @@ from app.services.metrics_query import METRICS_CACHE, MetricsQuery
 from app.settings import Settings
 from app.tables import MetricResult
 from tests.auth_support import api_client
+from tests.metric_results_support import count_computations
 from tests.test_ingest_helpers import O1_MINI, PAIRS_GPT4O, REWARD_OUTPUTS
 
 R = 200
@@ -51,16 +51,7 @@ def judgebench(factory: sessionmaker[Session]) -> None:
 @pytest.fixture
 def computed(monkeypatch: pytest.MonkeyPatch) -> list[MetricsQuery]:
     """Every query :func:`metric_results.compute_result` computes, in order."""
-    calls: list[MetricsQuery] = []
-    compute = metric_results.compute_result
-
-    def counting(session: Session, query: MetricsQuery, **kwargs: Any) -> MetricsResult:
-        calls.append(query)
-        return compute(session, query, **kwargs)
-
-    monkeypatch.setattr(metric_results, "compute_result", counting)
-    monkeypatch.setattr(metrics_cli, "compute_result", counting)
-    return calls
+    return count_computations(monkeypatch, metrics_cli)
 
 
 @pytest.fixture

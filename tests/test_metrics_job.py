@@ -27,6 +27,7 @@ from app.settings import Settings
 from app.tables import Job
 from tests.auth_support import api_client
 from tests.job_support import run_queue, store_on
+from tests.metric_results_support import count_computations
 from tests.test_ingest_helpers import O1_MINI, PAIRS_GPT4O, REWARD_OUTPUTS
 from tests.test_metric_results import _direct, assert_close
 
@@ -52,15 +53,7 @@ def client(big: Settings, factory: sessionmaker[Session]) -> Iterator[TestClient
 @pytest.fixture
 def in_request(monkeypatch: pytest.MonkeyPatch) -> list[MetricsQuery]:
     """Queries computed by the web process (the job's own computation is not counted)."""
-    calls: list[MetricsQuery] = []
-    compute = metric_results.compute_result
-
-    def counting(session: Session, query: MetricsQuery, **kwargs: Any) -> MetricsResult:
-        calls.append(query)
-        return compute(session, query, **kwargs)
-
-    monkeypatch.setattr(metric_results, "compute_result", counting)
-    return calls
+    return count_computations(monkeypatch)
 
 
 def _jobs(factory: sessionmaker[Session]) -> list[Job]:
