@@ -15,6 +15,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -544,5 +545,30 @@ class MetricResult(Base):
     report: Mapped[str] = mapped_column(Text)
     plots: Mapped[str | None] = mapped_column(Text)
     figures: Mapped[str | None] = mapped_column(Text)
+    compute_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+
+
+class DisagreementResult(Base):
+    """A disagreement query's whole ranked list, kept per query and data version (issue 14).
+
+    ``params_key`` hashes the query without its limit (mode, detectors, label set, positive
+    class, the mode's settled parameters) and the benchmark's creation time; with
+    ``data_version`` it names exactly the list the query would rank. ``payload`` holds the list
+    as compressed columns (``app.services.disagreement_results.RankedList``); ``total`` its
+    length and ``mode`` its mode, for whoever reads the table.
+    """
+
+    __tablename__ = "disagreement_results"
+    __table_args__ = (UniqueConstraint("benchmark_id", "params_key", "data_version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id", ondelete="CASCADE"))
+    params_key: Mapped[str] = mapped_column(String(64))
+    data_version: Mapped[int] = mapped_column(Integer)
+    mode: Mapped[str] = mapped_column(String(100))
+    total: Mapped[int] = mapped_column(Integer)
+    positive: Mapped[str | None] = mapped_column(Text)
+    payload: Mapped[bytes] = mapped_column(LargeBinary)
     compute_seconds: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)

@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session
 from app.errors import InvalidInput
 from app.services.benchmarks import get_benchmark
 from app.services.disagreement_modes import DEFAULT_MIN_CONFIDENCE, all_modes, get_mode
-from app.services.disagreement_modes.base import Disagreement, LabelUse, ModeInput, ParamValue
+from app.services.disagreement_modes.base import Disagreement, ParamValue
 from app.services.disagreement_modes.previews import with_previews
 from app.services.disagreement_query import DisagreementQuery, build_query
-from app.services.metrics import load_labelled
+from app.services.disagreement_results import ListRequest, ranked_list
 
 __all__ = [
     "DEFAULT_MIN_CONFIDENCE",
@@ -113,20 +113,18 @@ def find_disagreements(
         kinds = " or ".join(spec.benchmark_kinds or ())
         raise InvalidInput(f"{spec.name} mode lists items of {kinds} benchmarks, not {bench.kind}")
     label = query.label or "reference"
-    items = None
-    if spec.labels is LabelUse.BINARY:
-        items = load_labelled(session, bench, label, positive=query.positive)
-    found = spec.rank(spec.find(ModeInput(session, bench, names, label, items, params)))
-    shown = with_previews(session, bench, found if query.limit is None else found[: query.limit])
+    # The whole ranked list is kept per data version (disagreement_results): a warm request
+    # builds objects and previews for its own rows only.
+    ranked = ranked_list(session, bench, ListRequest.of(spec, names, label, query.positive, params))
     return DisagreementList(
         benchmark=bench.name,
         label=label,
         mode=spec.name,
         detectors=names,
-        positive=None if items is None else items.target.positive,
+        positive=ranked.positive,
         params=params,
-        total=len(found),
-        items=shown,
+        total=len(ranked),
+        items=with_previews(session, bench, ranked.rows(query.limit)),
     )
 
 

@@ -176,7 +176,8 @@ class Disagreement:
     ``score`` is the detector's score behind the item and ``confidence`` how strongly the item
     disagrees; each mode's class says what both are for it. ``rank`` is the mode's rank key
     (smaller first; modes add secondary keys for items of equal confidence); remaining ties go
-    by external id, so the order is stable. ``preview`` (the start of the
+    by external id, so the order is stable. It is empty on listed items, which are read from
+    the kept ranked list (:mod:`app.services.disagreement_results`). ``preview`` (the start of the
     prompt or text) and ``slices`` (payload slice fields) are filled in for listed items only
     (:func:`app.services.disagreement_modes.previews.with_previews`).
     """
