@@ -152,7 +152,10 @@ def bulk_insert(
         finally:
             cursor.close()
         return count
-    batch = [converted(row) for row in rows]
+    if convert or arrange is not tuple:
+        batch = [converted(row) for row in rows]
+    else:  # nothing to convert or reorder (integers and text on SQLite): one tuple per row
+        batch = [(*row, *fixed) for row in rows]
     if batch:
         if compiled.positiontup is None:
             batch = [dict(zip(names, values, strict=True)) for values in batch]

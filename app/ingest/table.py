@@ -211,7 +211,7 @@ class _RowMapper:
             # Kept as given: an answer naming no option (a parse failure of the model's
             # output, "The", "E") is a real, wrong answer, not bad input.
             predictions = [
-                PredictionIn(detector_id, answer, None, {}, field=column)
+                PredictionIn(detector_id, answer, None, {}, column)
                 for detector_id, column in self.answers
                 if (answer := answer_text(data[column])) is not None
             ]

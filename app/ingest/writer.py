@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from app.errors import Conflict, InvalidInput
 from app.ingest.bulk import bulk_insert, one_of
+from app.ingest.gc_pause import collect_young, paused_gc
 from app.ingest.readers import file_sha256
 from app.ingest.records import ImportCounts, Record, SourceFields
 from app.ingest.values import MAX_ID_LENGTH, find_unstorable, unstorable
@@ -130,6 +131,9 @@ class RecordWriter:
         self._write_scores(records, ids, preexisting)
         self._write_predictions(records, ids, preexisting)
         self._write_judgments(records, ids, preexisting)
+        # The collector is paused while records stream (write_records): what cycles the chunk
+        # left are collected here, once per chunk.
+        collect_young()
 
     def _validate(self, record: Record) -> None:
         # Checked here, not by the database, so SQLite and PostgreSQL refuse the same input.
@@ -306,12 +310,16 @@ class RecordWriter:
                 )
             return f"score {old[0]!r}, the file gives {new[0]!r}"
 
-        def items(r: Record) -> Iterator[tuple[int, tuple[Any, ...], str]]:
-            return ((s.detector_id, (s.score, s.details), s.field) for s in r.scores)
+        def rows(r: Record, iid: int) -> list[tuple[Any, ...]]:
+            return [(s.detector_id, iid, s.score, s.details) for s in r.scores]
+
+        def fields(r: Record) -> list[str]:
+            return [s.field for s in r.scores]
 
         added, skipped = self._write_per_detector(
-            _scores, (Score.score, Score.details), records, ids, preexisting, items, same, says
-        )
+            _scores, (Score.score, Score.details), records, ids, preexisting, rows, fields, same,
+            says,
+        )  # fmt: skip
         self.counts.scores_added += added
         self.counts.scores_skipped += skipped
 
@@ -327,15 +335,17 @@ class RecordWriter:
             at = next(i for i, (a, b) in enumerate(zip(old, new, strict=True)) if _differs(a, b))
             return f"{what[at]} {_show(old[at])}, the file gives {_show(new[at])}"
 
-        def items(r: Record) -> list[tuple[int, tuple[Any, ...], str]]:
+        def rows(r: Record, iid: int) -> list[tuple[Any, ...]]:
             return [
-                (p.detector_id, (p.answer, p.probabilities, p.details), p.field)
-                for p in r.predictions
+                (p.detector_id, iid, p.answer, p.probabilities, p.details) for p in r.predictions
             ]
+
+        def fields(r: Record) -> list[str]:
+            return [p.field for p in r.predictions]
 
         columns = (Prediction.answer, Prediction.probabilities, Prediction.details)
         added, skipped = self._write_per_detector(
-            _predictions, columns, records, ids, preexisting, items, same, says
+            _predictions, columns, records, ids, preexisting, rows, fields, same, says
         )
         self.counts.predictions_added += added
         self.counts.predictions_skipped += skipped
@@ -347,67 +357,66 @@ class RecordWriter:
         records: list[Record],
         ids: dict[str, int],
         preexisting: set[int],
-        items: Callable[[Record], Iterable[tuple[int, tuple[Any, ...], str]]],
+        rows_of: Callable[[Record, int], list[tuple[Any, ...]]],
+        fields_of: Callable[[Record], list[str]],
         same: Callable[[tuple[Any, ...], tuple[Any, ...]], bool],
         says: Callable[[tuple[Any, ...], tuple[Any, ...]], str],
     ) -> tuple[int, int]:
         """Insert rows unique per (detector, instance); return (added, skipped).
 
-        ``items(record)`` yields ``(detector id, values, input field)`` with ``values`` in
-        ``columns`` order. For an instance that existed before this file, a stored row for
-        which ``same(stored, values)`` holds is skipped and a different one is a conflict
+        ``rows_of(record, instance id)`` gives the record's rows as ``(detector id, instance
+        id, *values)`` with ``values`` in ``columns`` order, and ``fields_of(record)`` the input
+        field behind each. For an instance that existed before this file, a stored row whose
+        values ``same(stored, values)`` holds for is skipped and a different one is a conflict
         worded by ``says(stored, values)``; a new instance has nothing stored.
         """
         old_ids = [ids[r.external_id] for r in records if ids[r.external_id] in preexisting]
         stored: dict[tuple[int, int], tuple[Any, ...]] = {}
         if old_ids:
-            detectors = sorted({d for r in records for d, _, _ in items(r)})
+            detectors = sorted({row[0] for r in records for row in rows_of(r, 0)})
             detector_col, instance_col = table.c.detector_id, table.c.instance_id
             q = select(detector_col, instance_col, *columns).where(
                 one_of(self.session, instance_col, old_ids), detector_col.in_(detectors)
             )
             stored = {(d, i): tuple(rest) for d, i, *rest in self.session.execute(q)}
 
-        new: list[tuple[int, int, tuple[Any, ...]]] = []
+        # Whole rows, built once per value: a million-row import makes tens of millions of them.
+        new: list[tuple[Any, ...]] = []
         skipped = 0
         for record in records:
             iid = ids[record.external_id]
             if iid not in preexisting:  # a new instance has nothing stored: no lookups
-                new.extend([(d, iid, values) for d, values, _ in items(record)])
+                new.extend(rows_of(record, iid))
                 continue
-            for detector_id, values, field in items(record):
-                old = stored.get((detector_id, iid))
+            for row, field in zip(rows_of(record, iid), fields_of(record), strict=True):
+                old = stored.get((row[0], iid))
                 if old is None:
-                    new.append((detector_id, iid, values))
-                elif same(old, values):
+                    new.append(row)
+                elif same(old, row[2:]):
                     skipped += 1
                 else:
                     raise conflict(
                         self.file,
                         record.line,
                         field,
-                        f"{record.external_id!r} already has {says(old, values)}",
+                        f"{record.external_id!r} already has {says(old, row[2:])}",
                     )
         if not new:
             return 0, skipped
         # A column every new row leaves empty (no probabilities, no details: the usual import)
         # is written as a constant, which spares converting it row by row.
         constants: dict[str, Any] = {"created_at": self._now}
-        varying = []
-        for j, column in enumerate(columns):
-            first = new[0][2][j]
-            if first in (None, {}) and all(values[j] == first for _, _, values in new):
+        keep = [0, 1]
+        for j, column in enumerate(columns, start=2):
+            first = new[0][j]
+            if first in (None, {}) and all(row[j] == first for row in new):
                 constants[column.key] = first
             else:
-                varying.append(j)
-        names = ("detector_id", "instance_id", *(columns[j].key for j in varying))
-        if len(varying) == 1:
-            (j,) = varying
-            rows: list[tuple[Any, ...]] = [(d, i, values[j]) for d, i, values in new]
-        else:
-            pick = itemgetter(*varying)
-            rows = [(d, i, *pick(values)) for d, i, values in new]
-        return bulk_insert(self.session, table, names, rows, constants), skipped
+                keep.append(j)
+        names = ("detector_id", "instance_id", *(columns[j - 2].key for j in keep[2:]))
+        if len(keep) < len(new[0]):
+            new = list(map(itemgetter(*keep), new))
+        return bulk_insert(self.session, table, names, new, constants), skipped
 
     def _write_judgments(
         self, records: list[Record], ids: dict[str, int], preexisting: set[int]
@@ -508,9 +517,12 @@ def write_records(
 
     """
     writer = RecordWriter(session, benchmark, file, fields, chunk_size)
-    for record in records:
-        writer.add(record)
-    return writer.close()
+    # Reading and mapping the records happens while this loop pulls them, so the pause covers
+    # it too (app.ingest.gc_pause says why).
+    with paused_gc():
+        for record in records:
+            writer.add(record)
+        return writer.close()
 
 
 def record_import(
