@@ -12,7 +12,8 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterable
-from operator import itemgetter
+from itertools import repeat
+from operator import eq, itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -409,7 +410,7 @@ class RecordWriter:
         keep = [0, 1]
         for j, column in enumerate(columns, start=2):
             first = new[0][j]
-            if first in (None, {}) and all(row[j] == first for row in new):
+            if first in (None, {}) and all(map(eq, map(itemgetter(j), new), repeat(first))):
                 constants[column.key] = first
             else:
                 keep.append(j)
