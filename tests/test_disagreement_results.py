@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import event, func, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import transaction
-from app.ingest.judgebench import import_judgebench
 from app.ingest.mmlu_redux import import_mmlu_redux
 from app.services import disagreement_results
 from app.services.benchmarks import bump_data_version, get_benchmark
@@ -31,7 +31,10 @@ from app.services.rankers import compute_rankers, rank_inputs, store_rankers
 from app.services.scores import benchmark_scores, replace_scores
 from app.tables import DisagreementResult
 from tests.conftest import DATA
-from tests.test_ingest_helpers import O1_MINI, O1_MINI_JUDGE, PAIRS_GPT4O, REWARD_OUTPUTS
+from tests.test_disagreements_judge import client, loaded
+from tests.test_ingest_helpers import O1_MINI_JUDGE
+
+__all__ = ["client", "loaded"]  # shared fixtures: JudgeBench GPT-4o pairs, o1-mini, 3 RMs
 
 REWARD = "reward_model/Skywork_Skywork-Reward-Gemma-2-27B"
 REWARD_2 = "reward_model/Skywork_Skywork-Reward-Llama-3.1-8B"
@@ -65,12 +68,6 @@ def _fresh_cache() -> Iterator[None]:
     DISAGREEMENT_CACHE.clear()
 
 
-def seed_judgebench(factory: sessionmaker[Session]) -> None:
-    """The GPT-4o pairs with the o1-mini judge and the reward models."""
-    with transaction(factory) as session:
-        import_judgebench(session, [PAIRS_GPT4O], outputs=[O1_MINI, *REWARD_OUTPUTS])
-
-
 def seed_mmlu(factory: sessionmaker[Session]) -> None:
     """Two MMLU-Redux subjects with the consensus label-error ranker."""
     with transaction(factory) as session:
@@ -79,15 +76,6 @@ def seed_mmlu(factory: sessionmaker[Session]) -> None:
         inputs = rank_inputs(session, "mmlu")
     with transaction(factory) as session:
         store_rankers(session, inputs, compute_rankers(inputs, ["consensus"]))
-
-
-SEEDS = {"judgebench": seed_judgebench, "mmlu": seed_mmlu}
-
-
-@pytest.fixture
-def judgebench(factory: sessionmaker[Session]) -> sessionmaker[Session]:
-    seed_judgebench(factory)
-    return factory
 
 
 @pytest.fixture
@@ -131,12 +119,14 @@ def test_every_mode_is_covered() -> None:
 
 @pytest.mark.parametrize(("benchmark", "query"), CASES, ids=[c[1].mode for c in CASES])
 def test_kept_list_equals_direct_computation(
-    factory: sessionmaker[Session],
+    loaded: sessionmaker[Session],
     benchmark: str,
     query: DisagreementQuery,
     computations: list[ListRequest],
 ) -> None:
-    SEEDS[benchmark](factory)
+    factory = loaded
+    if benchmark == "mmlu":
+        seed_mmlu(factory)
     with factory() as session:
         bench = get_benchmark(session, benchmark)
         want, positive = direct(session, benchmark, query)
@@ -178,33 +168,33 @@ def _ids(session: Session, query: DisagreementQuery) -> list[str]:
 
 
 def test_a_write_ranks_the_list_again(
-    judgebench: sessionmaker[Session], computations: list[ListRequest]
+    loaded: sessionmaker[Session], computations: list[ListRequest]
 ) -> None:
     query = THRESHOLD
-    with transaction(judgebench) as session:
+    with transaction(loaded) as session:
         before = _ids(session, query)
         assert _ids(session, query) == before
     assert len(computations) == 1
 
     # New scores: the detector now gives the opposite probability everywhere.
-    with transaction(judgebench) as session:
+    with transaction(loaded) as session:
         bench = get_benchmark(session, "judgebench")
         detector = get_detector(session, REWARD)
         rows = session.execute(benchmark_scores(detector.id, bench.id)).all()
         replace_scores(session, detector, bench, {iid: (1.0 - p, {}) for iid, p in rows})
-    with transaction(judgebench) as session:
+    with transaction(loaded) as session:
         rescored = _ids(session, query)
         assert rescored == [d.external_id for d in direct(session, "judgebench", query)[0]]
         assert rescored != before
     assert len(computations) == 2
 
     # A relabelled item: its label set's value changes as an import changes it.
-    with transaction(judgebench) as session:
+    with transaction(loaded) as session:
         first = find_disagreements(session, "judgebench", query).items[0]
         flipped = "B" if first.label == "A" else "A"
         append_label(session, first.instance_id, "reference", flipped, source="import")
         bump_data_version(session, get_benchmark(session, "judgebench"))
-    with transaction(judgebench) as session:
+    with transaction(loaded) as session:
         relabelled = _ids(session, query)
         assert relabelled == [d.external_id for d in direct(session, "judgebench", query)[0]]
         assert first.external_id not in relabelled
@@ -214,9 +204,7 @@ def test_a_write_ranks_the_list_again(
     assert len(computations) == 3
 
 
-def test_a_warm_page_binds_only_its_own_ids(
-    judgebench: sessionmaker[Session], engine: Engine
-) -> None:
+def test_a_warm_page_binds_only_its_own_ids(loaded: sessionmaker[Session], engine: Engine) -> None:
     """Every statement of a warm request binds a few parameters: the page's ids, not the list's.
 
     (PostgreSQL refuses a statement with more than 65,535 bound parameters.)
@@ -227,7 +215,7 @@ def test_a_warm_page_binds_only_its_own_ids(
     def count(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
         bound.append(len(parameters))
 
-    with judgebench() as session:
+    with loaded() as session:
         total = find_disagreements(session, "judgebench", query).total
         assert total > 100
         event.listen(engine, "before_cursor_execute", count)
@@ -236,3 +224,30 @@ def test_a_warm_page_binds_only_its_own_ids(
         finally:
             event.remove(engine, "before_cursor_execute", count)
     assert bound and max(bound) <= 3 + 10
+
+
+def test_pages_keep_the_list_for_other_processes(
+    client: TestClient, loaded: sessionmaker[Session], computations: list[ListRequest]
+) -> None:
+    """Page, CSV and API rank once and store the list, then serve it from cache or store.
+
+    (They store it in a write transaction of their own; cleared, the cache is as another
+    process's.)
+    """
+    params = {"detector": REWARD, "mode": "threshold", "min_confidence": 0.6, "limit": 5}
+    with loaded() as session:
+        want = find_disagreements(session, "judgebench", THRESHOLD.with_limit(5)).as_dict()
+    DISAGREEMENT_CACHE.clear()
+    computations.clear()
+    api = "/api/benchmarks/judgebench/disagreements"
+    assert client.get(api, params=params).json() == want
+    page = client.get("/benchmarks/judgebench/disagreements", params=params)
+    csv_page = client.get("/benchmarks/judgebench/disagreements.csv", params=params)
+    assert page.status_code == csv_page.status_code == 200
+    assert want["items"][0]["external_id"] in page.text and len(csv_page.text.splitlines()) == 6
+    assert len(computations) == 1
+    DISAGREEMENT_CACHE.clear()
+    with loaded() as session:
+        assert session.scalar(select(func.count()).select_from(DisagreementResult)) == 1
+    assert client.get(api, params=params).json() == want
+    assert len(computations) == 1

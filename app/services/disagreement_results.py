@@ -20,7 +20,7 @@ import hashlib
 import io
 import json
 import time
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -41,6 +41,7 @@ __all__ = [
     "ListRequest",
     "PackedText",
     "RankedList",
+    "Save",
     "compute_ranked",
     "params_key",
     "ranked_list",
@@ -272,6 +273,11 @@ def stored_ranked(session: Session, bench: Benchmark, request: ListRequest) -> R
     return None if row is None else RankedList.from_bytes(row.payload, row.positive)
 
 
+Save = Callable[[Session, Benchmark, ListRequest, RankedList, float], None]
+"""Stores a list ranked in a request: :func:`save_ranked` in the reading session, or a web
+request's saver, in a short write transaction of its own (a SQLite reader never turns writer)."""
+
+
 def save_ranked(
     session: Session,
     bench: Benchmark,
@@ -317,12 +323,13 @@ def ranked_list(
     bench: Benchmark,
     request: ListRequest,
     *,
+    save: Save = save_ranked,
     cache: VersionedCache = DISAGREEMENT_CACHE,
 ) -> RankedList:
     """The ranked list of ``request`` on the benchmark's current data version.
 
-    From ``cache``, else from the store, else ranked here (:func:`compute_ranked`) and stored
-    in the caller's transaction. Concurrent callers in one process wait for one computation
+    From ``cache``, else from the store, else ranked here (:func:`compute_ranked`) and handed
+    to ``save`` with ``session``. Concurrent callers in one process wait for one computation
     (``cache`` is single-flight); a computation that raises stores nothing.
     """
 
@@ -332,7 +339,7 @@ def ranked_list(
             return found
         started = time.perf_counter()
         ranked = compute_ranked(session, bench, request)
-        save_ranked(session, bench, request, ranked, time.perf_counter() - started)
+        save(session, bench, request, ranked, time.perf_counter() - started)
         return ranked
 
     return cache.get_or_compute(_cache_key(session, bench, request), load)

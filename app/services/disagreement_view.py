@@ -11,6 +11,7 @@ from app.services.disagreement_modes import DisagreementMode
 from app.services.disagreement_modes.base import DetectorKind
 from app.services.disagreement_modes.label_errors import LabelErrorsMode
 from app.services.disagreement_query import DisagreementQuery
+from app.services.disagreement_results import Save
 from app.services.disagreements import DisagreementList, find_disagreements
 from app.services.facets import BenchmarkFacets
 from app.services.rankers import DETAILS_KEY as RANKERS_KEY
@@ -75,12 +76,13 @@ def opening_query(bench: Benchmark, query: DisagreementQuery) -> DisagreementQue
 
 
 def disagreement_view(
-    session: Session, facets: BenchmarkFacets, query: DisagreementQuery
+    session: Session, facets: BenchmarkFacets, query: DisagreementQuery, *, save: Save
 ) -> DisagreementView:
     """The page's view of ``query`` on the benchmark described by ``facets``.
 
     ``query.label`` should be set (the page's default label set); the list is computed only
-    when the form is complete.
+    when the form is complete (``save`` stores a list ranked here, see
+    :func:`~app.services.disagreements.find_disagreements`).
     """
     fitted, ignored = _fit(facets, query)
     missing = fitted.missing()
@@ -91,5 +93,7 @@ def disagreement_view(
         judges=detector_choices(facets, DetectorKind.JUDGE),
         ignored=ignored,
         missing=missing,
-        result=None if missing else find_disagreements(session, facets.summary.name, fitted),
+        result=(
+            None if missing else find_disagreements(session, facets.summary.name, fitted, save=save)
+        ),
     )

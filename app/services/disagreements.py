@@ -19,7 +19,7 @@ from app.services.disagreement_modes import DEFAULT_MIN_CONFIDENCE, all_modes, g
 from app.services.disagreement_modes.base import Disagreement, ParamValue
 from app.services.disagreement_modes.previews import with_previews
 from app.services.disagreement_query import DisagreementQuery, build_query
-from app.services.disagreement_results import ListRequest, ranked_list
+from app.services.disagreement_results import ListRequest, Save, ranked_list, save_ranked
 
 __all__ = [
     "DEFAULT_MIN_CONFIDENCE",
@@ -91,9 +91,13 @@ class DisagreementList:
 
 
 def find_disagreements(
-    session: Session, benchmark: str, query: DisagreementQuery
+    session: Session, benchmark: str, query: DisagreementQuery, *, save: Save = save_ranked
 ) -> DisagreementList:
     """The ranked list ``query`` asks for on ``benchmark`` (label set ``reference`` if unset).
+
+    The whole list is ranked once per data version and kept
+    (:func:`~app.services.disagreement_results.ranked_list`); ``save`` stores a list ranked
+    here (by default in ``session``'s transaction).
 
     Raises
     ------
@@ -115,7 +119,8 @@ def find_disagreements(
     label = query.label or "reference"
     # The whole ranked list is kept per data version (disagreement_results): a warm request
     # builds objects and previews for its own rows only.
-    ranked = ranked_list(session, bench, ListRequest.of(spec, names, label, query.positive, params))
+    request = ListRequest.of(spec, names, label, query.positive, params)
+    ranked = ranked_list(session, bench, request, save=save)
     return DisagreementList(
         benchmark=bench.name,
         label=label,

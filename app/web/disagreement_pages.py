@@ -28,9 +28,12 @@ from app.services.disagreement_query import (
     mode_param_names,
     parse_disagreement_query,
 )
+from app.services.disagreement_results import ListRequest, RankedList, Save, save_ranked
 from app.services.disagreement_view import disagreement_view, opening_query
 from app.services.disagreements import MODES, find_disagreements
 from app.services.facets import describe_benchmark
+from app.store import Store
+from app.tables import Benchmark
 from app.web.benchmark_params import default_label
 from app.web.deps import ReadCache, StoreDep
 from app.web.routers import json_router, page_router
@@ -163,6 +166,22 @@ def _list_model() -> type[BaseModel]:
 DisagreementListOut = _list_model()
 
 
+def _saver(store: Store) -> Save:
+    """Store a list ranked in a request, in a short write transaction of its own.
+
+    The request reads in a plain transaction; on SQLite, turning it into a writer could fail
+    beside another writer, which a write transaction (``Store.write_factory``) waits for.
+    """
+
+    def save(
+        _: Session, bench: Benchmark, request: ListRequest, ranked: RankedList, seconds: float
+    ) -> None:
+        with transaction(store.write_factory) as session:
+            save_ranked(session, bench, request, ranked, seconds)
+
+    return save
+
+
 @router.get("/benchmarks/{name}/disagreements", response_class=HTMLResponse)
 def disagreements_page(
     request: Request, name: str, store: StoreDep, cache: ReadCache, query: DisagreementParams
@@ -177,7 +196,10 @@ def disagreements_page(
         if "mode" not in request.query_params:
             query = opening_query(get_benchmark(session, name), query)
         view = disagreement_view(
-            session, facets, query.with_label(default_label(facets, query.label))
+            session,
+            facets,
+            query.with_label(default_label(facets, query.label)),
+            save=_saver(store),
         )
     params = view.query.as_params(default_limit=DEFAULT_LIMIT)
     context = {
@@ -217,7 +239,8 @@ def disagreements_csv(
 ) -> Response:
     """The same ranked list as the page, as CSV (one row per item, full-precision numbers)."""
     with transaction(store.factory) as session:
-        result = find_disagreements(session, name, _labelled(session, name, cache, query))
+        labelled = _labelled(session, name, cache, query)
+        result = find_disagreements(session, name, labelled, save=_saver(store))
     buf = io.StringIO()
     writer = csv_safe.writer(buf, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
@@ -254,4 +277,5 @@ def api_disagreements(
 ) -> dict[str, Any]:
     """The ranked list (the object of ``appellate disagreements --json``)."""
     with transaction(store.factory) as session:
-        return find_disagreements(session, name, _labelled(session, name, cache, query)).as_dict()
+        labelled = _labelled(session, name, cache, query)
+        return find_disagreements(session, name, labelled, save=_saver(store)).as_dict()
