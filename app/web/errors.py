@@ -6,13 +6,12 @@ the error region of every page.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.exception_handlers import (
-    http_exception_handler,
-    request_validation_exception_handler,
-)
+from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, RedirectResponse, Response
@@ -71,10 +70,27 @@ def _where(request: Request) -> str:
     return "query" if request.method == "GET" else "body"
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and the infinities spelled as text (``'nan'``, ``'-inf'``).
+
+    Python's JSON parser reads the non-standard ``NaN`` and ``Infinity`` of a request body, and
+    a 422 echoes the invalid input back, which JSON cannot write: the answer would be a 500.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
+
+
 async def _validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     if _wants_json(request):
-        return await request_validation_exception_handler(request, exc)
+        # FastAPI's own answer, less the numbers JSON cannot write.
+        detail = _finite(jsonable_encoder(exc.errors()))
+        return JSONResponse({"detail": detail}, status_code=422)
     messages = [_describe(err) for err in exc.errors()]
     return _html_error(request, 422, "Invalid request", messages)
 
