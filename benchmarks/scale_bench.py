@@ -57,13 +57,11 @@ from benchmarks.seeding import (  # noqa: E402
     LABEL,
     add_queue,
     external_id,
-    import_pairwise,
-    write_pairwise_csv,
+    seeded_store,
 )
 from benchmarks.serving import (  # noqa: E402
     add_server_options,
     add_user,
-    fresh_store,
     get_ok,
     load_average,
     percentiles,
@@ -215,17 +213,20 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     results: dict[str, dict[str, Any]] = {db: {} for db in databases}
     for n in sizes:
         csv_path = work / f"pairwise-{n}.csv"
-        csv_bytes = write_pairwise_csv(csv_path, n, text_chars=args.text_chars)
         for db in databases:
-            with fresh_store(db, work / f"{db}-{n}") as settings:
-                entry: dict[str, Any] = {"csv_mb": round(csv_bytes / 2**20, 1)}
-                entry["import"] = import_pairwise(settings, csv_path)
+            with seeded_store(
+                db, n, work / f"{db}-{n}", csv_path, text_chars=args.text_chars,
+                keep_template=args.keep_seed,
+            ) as (settings, figures):  # fmt: skip
+                entry: dict[str, Any] = {"import": figures}
+                if csv_path.exists():
+                    entry["csv_mb"] = round(csv_path.stat().st_size / 2**20, 1)
                 add_user(settings, "bench-admin")
                 queue_id = add_queue(settings, min(n, QUEUE_ITEMS), created_by="bench-admin")
                 entry.update(measure(settings, n, queue_id, args))
                 results[db][str(n)] = entry
             print(f"[{db} {n}] {json.dumps(entry['pages'])}", file=sys.stderr)
-        csv_path.unlink()
+        csv_path.unlink(missing_ok=True)
     return {
         "results": results,
         "growth_exponents": {db: growth(r) for db, r in results.items()},

@@ -9,10 +9,13 @@ is distinct, as with real reward models). Generation is seeded: two runs write i
 from __future__ import annotations
 
 import csv
+import hashlib
 import math
 import random
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sqlalchemy import select  # noqa: E402
+from sqlalchemy import select, text  # noqa: E402
 
 from app.db import transaction  # noqa: E402
 from app.ingest.table import import_table  # noqa: E402
@@ -29,6 +32,7 @@ from app.services.benchmarks import get_benchmark  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.store import Store  # noqa: E402
 from app.tables import Instance  # noqa: E402
+from benchmarks.serving import fresh_store, pg_admin, pg_url  # noqa: E402
 
 BENCHMARK = "scale-pairwise"
 DETECTORS = ("det-1", "det-2", "det-3")
@@ -136,3 +140,72 @@ def add_queue(settings: Settings, n_items: int, *, created_by: str = "") -> int:
             return queue.id
     finally:
         store.close()
+
+
+def template_name(n: int, text_chars: int) -> str:
+    """The name of the kept PostgreSQL database seeded with ``n`` items of ``text_chars``.
+
+    It names the newest migration and a digest of this file, so a template made by other code
+    (another schema, other generated rows) is never reused.
+    """
+    head = max(p.name.split("_")[0] for p in (ROOT / "migrations" / "versions").glob("0*.py"))
+    digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:8]
+    return f"appellate_seed_{n}_{text_chars}_{head}_{digest}"
+
+
+@contextmanager
+def seeded_store(
+    dialect: str,
+    n: int,
+    data_dir: Path,
+    csv_path: Path,
+    *,
+    text_chars: int = 1500,
+    keep_template: bool = False,
+) -> Iterator[tuple[Settings, dict[str, Any]]]:
+    """A fresh store holding the seeded benchmark, and the import's figures.
+
+    The rows are imported with :func:`import_pairwise` from ``csv_path`` (written first unless
+    it exists). With ``keep_template`` on PostgreSQL the seeded database is kept as a template
+    (:func:`template_name`) and every store is a copy of it (``CREATE DATABASE ... TEMPLATE``):
+    a million items are imported once, not once per benchmark run; the figures then say which
+    template was used and whether this run made it.
+    """
+    template = None
+    figures: dict[str, Any] = {}
+    if keep_template and dialect == "postgresql":
+        template = template_name(n, text_chars)
+        with pg_admin() as conn:
+            found = conn.scalar(
+                text("SELECT 1 FROM pg_database WHERE datname = :name"), {"name": template}
+            )
+        figures = {"template": template, "template_reused": found is not None}
+        if found is None:
+            figures.update(_make_template(template, n, data_dir, csv_path, text_chars))
+    with fresh_store(dialect, data_dir, template=template) as settings:
+        if template is None:
+            _write_once(csv_path, n, text_chars)
+            figures = import_pairwise(settings, csv_path)
+        yield settings, figures
+
+
+def _write_once(csv_path: Path, n: int, text_chars: int) -> None:
+    if not csv_path.exists():
+        write_pairwise_csv(csv_path, n, text_chars=text_chars)
+
+
+def _make_template(
+    name: str, n: int, data_dir: Path, csv_path: Path, text_chars: int
+) -> dict[str, Any]:
+    """Seed database ``name`` (built under another name, renamed once complete)."""
+    building = f"{name}_building"
+    with pg_admin() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{building}" WITH (FORCE)'))
+        conn.execute(text(f'CREATE DATABASE "{building}"'))
+    settings = Settings(data_dir=data_dir, database_url=pg_url(building))
+    Store.open(settings).close()  # migrates
+    _write_once(csv_path, n, text_chars)
+    figures = import_pairwise(settings, csv_path)
+    with pg_admin() as conn:
+        conn.execute(text(f'ALTER DATABASE "{building}" RENAME TO "{name}"'))
+    return figures

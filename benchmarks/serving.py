@@ -26,7 +26,7 @@ from pathlib import Path
 
 import httpx
 import psutil
-from sqlalchemy import create_engine, text
+from sqlalchemy import Connection, create_engine, text
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -55,6 +55,12 @@ def add_server_options(parser: argparse.ArgumentParser, timeout: float) -> None:
     parser.add_argument("--text-chars", type=int, default=1500, help="characters per text")
     parser.add_argument("--timeout", type=float, default=timeout, help="seconds per request")
     parser.add_argument(
+        "--keep-seed",
+        action="store_true",
+        help="PostgreSQL: keep the seeded database as a template and start from a copy of it "
+        "(seeding.seeded_store); drop appellate_seed_* databases by hand when done",
+    )
+    parser.add_argument(
         "--job-worker",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -63,23 +69,43 @@ def add_server_options(parser: argparse.ArgumentParser, timeout: float) -> None:
     )
 
 
+def pg_url(name: str) -> str:
+    """The URL of database ``name`` on the benchmarks' PostgreSQL server."""
+    return PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+
+
 @contextmanager
-def fresh_store(dialect: str, data_dir: Path) -> Iterator[Settings]:
+def pg_admin() -> Iterator[Connection]:
+    """An autocommit connection to the server (CREATE and DROP DATABASE need one)."""
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            yield conn
+    finally:
+        admin.dispose()
+
+
+@contextmanager
+def fresh_store(dialect: str, data_dir: Path, *, template: str | None = None) -> Iterator[Settings]:
     """Settings of a new, migrated store of ``dialect`` (``sqlite`` or ``postgresql``).
 
     The SQLite file lives in ``data_dir``; a PostgreSQL database gets a random name and is
-    dropped (connections and all) when the block ends.
+    dropped (connections and all) when the block ends. ``template`` (PostgreSQL only) names a
+    database the new one starts as a copy of (``CREATE DATABASE ... TEMPLATE``).
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     name = None
     url = None
     admin = None
+    if template is not None and dialect != "postgresql":
+        raise ValueError("only a PostgreSQL store can start from a template database")
     if dialect == "postgresql":
         name = f"appellate_bench_{uuid.uuid4().hex[:10]}"
         admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+        copy = f' TEMPLATE "{template}"' if template else ""
         with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-        url = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+            conn.execute(text(f'CREATE DATABASE "{name}"{copy}'))
+        url = pg_url(name)
     elif dialect != "sqlite":
         raise ValueError(f"unknown database {dialect!r} (sqlite or postgresql)")
     settings = Settings(data_dir=data_dir, database_url=url)

@@ -42,11 +42,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.scale_bench import page_url, wait_for_metrics  # noqa: E402
-from benchmarks.seeding import add_queue, import_pairwise, write_pairwise_csv  # noqa: E402
+from benchmarks.seeding import add_queue, seeded_store  # noqa: E402
 from benchmarks.serving import (  # noqa: E402
     add_server_options,
     add_user,
-    fresh_store,
     get_ok,
     load_average,
     percentiles,
@@ -285,11 +284,13 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory(prefix="appellate-soak-") as tmp:
         work = Path(tmp)
-        write_pairwise_csv(work / "items.csv", args.items, text_chars=args.text_chars)
-        with fresh_store(args.database, work / "store") as settings:
+        with seeded_store(
+            args.database, args.items, work / "store", work / "items.csv",
+            text_chars=args.text_chars, keep_template=args.keep_seed,
+        ) as (settings, figures):  # fmt: skip
             args.page_size = settings.page_size
-            report["import"] = import_pairwise(settings, work / "items.csv")
-            (work / "items.csv").unlink()
+            report["import"] = figures
+            (work / "items.csv").unlink(missing_ok=True)
             users = [
                 add_user(settings, f"reviewer-{i:02d}", "reviewer") for i in range(args.reviewers)
             ]

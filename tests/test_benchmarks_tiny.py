@@ -200,3 +200,44 @@ def test_judge_bench_on_the_tiny_model(tiny_model_dir: Path) -> None:
     assert report["same_forced_verdicts"] is True
     assert report["generated_tokens"] == 4
     assert report["capture_overhead_ratio"] > 0
+
+
+@pytest.mark.skipif("postgresql" not in DIALECTS, reason="templates are PostgreSQL databases")
+def test_a_kept_seed_is_imported_once_and_copied_for_each_run(tmp_path: Path) -> None:
+    from sqlalchemy import func, select, text
+
+    from app.store import Store
+    from app.tables import Instance
+    from benchmarks.seeding import seeded_store, template_name
+    from benchmarks.serving import pg_admin
+
+    n, chars = 37, 120  # a size no real run uses: its template is this test's own
+    name = template_name(n, chars)
+    with pg_admin() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    try:
+        seen = []
+        for run in range(2):
+            csv_path = tmp_path / f"seed-{run}.csv"
+            with seeded_store(
+                "postgresql", n, tmp_path / f"store-{run}", csv_path, text_chars=chars,
+                keep_template=True,
+            ) as (settings, figures):  # fmt: skip
+                store = Store.open(settings)
+                try:
+                    with store.factory() as s:
+                        count = s.scalar(select(func.count()).select_from(Instance))
+                finally:
+                    store.close()
+                # A copy: what a run writes never reaches the template or the next run.
+                assert settings.database_url and name not in settings.database_url
+            seen.append((figures, count, csv_path.exists()))
+        (first, n1, wrote1), (second, n2, wrote2) = seen
+        assert first["template"] == second["template"] == name
+        assert first["template_reused"] is False and first["instances"] == n
+        assert second["template_reused"] is True and "instances" not in second
+        assert n1 == n2 == n
+        assert wrote1 and not wrote2  # the second run imported nothing
+    finally:
+        with pg_admin() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
