@@ -20,17 +20,23 @@ from app.ingest.mmlu_redux import import_mmlu_redux
 from app.services import disagreement_results
 from app.services.benchmarks import bump_data_version, get_benchmark
 from app.services.disagreement_modes import get_mode
-from app.services.disagreement_modes.base import Disagreement, LabelUse, ModeInput
+from app.services.disagreement_modes.base import Disagreement
 from app.services.disagreement_modes.previews import with_previews
 from app.services.disagreement_query import DisagreementQuery, build_query
-from app.services.disagreement_results import DISAGREEMENT_CACHE, ListRequest, RankedList
+from app.services.disagreement_results import (
+    DISAGREEMENT_CACHE,
+    ListRequest,
+    RankedList,
+    rank_directly,
+)
 from app.services.disagreements import MODES, find_disagreements
 from app.services.labels import append_label
-from app.services.metrics import get_detector, load_labelled
+from app.services.metrics import get_detector
 from app.services.rankers import compute_rankers, rank_inputs, store_rankers
 from app.services.scores import benchmark_scores, replace_scores
 from app.tables import DisagreementResult
-from tests.conftest import DATA
+from tests.conftest import DATA, DIALECTS
+from tests.test_benchmarks_tiny import run_bench
 from tests.test_disagreements_judge import client, loaded
 from tests.test_ingest_helpers import O1_MINI_JUDGE
 
@@ -97,15 +103,11 @@ def direct(
 ) -> tuple[list[Disagreement], str | None]:
     """The whole ranked list and the positive class, as the finder computed them per request."""
     spec = get_mode(query.mode)
-    bench = get_benchmark(session, benchmark)
     names = list(query.detectors)
-    params = spec.settle(names, query.values)
-    label = query.label or "reference"
-    items = None
-    if spec.labels is LabelUse.BINARY:
-        items = load_labelled(session, bench, label, positive=query.positive)
-    found = spec.rank(spec.find(ModeInput(session, bench, names, label, items, params)))
-    return found, None if items is None else items.target.positive
+    request = ListRequest.of(
+        spec, names, query.label or "reference", query.positive, spec.settle(names, query.values)
+    )
+    return rank_directly(session, get_benchmark(session, benchmark), request)
 
 
 def _shown(items: list[Disagreement]) -> list[tuple[Disagreement, str, dict[str, str]]]:
@@ -251,3 +253,21 @@ def test_pages_keep_the_list_for_other_processes(
         assert session.scalar(select(func.count()).select_from(DisagreementResult)) == 1
     assert client.get(api, params=params).json() == want
     assert len(computations) == 1
+
+
+@pytest.mark.slow
+def test_disagreements_bench_pages_equal_at_a_tiny_size() -> None:
+    """``benchmarks/disagreements_bench.py`` runs (it fails if a way's page differs)."""
+    modes = "threshold,cleanlab,consensus,margin"
+    report = run_bench(
+        "disagreements_bench.py", "--size", 400, "--rounds", 2, "--limit", 20,
+        "--text-chars", 200, "--databases", ",".join(DIALECTS), "--modes", modes,
+    )  # fmt: skip
+    for db in DIALECTS:
+        result = report["results"][db]
+        assert result["import"]["instances"] == 400
+        assert set(result["modes"]) == set(modes.split(","))
+        for entry in result["modes"].values():
+            assert entry["total"] > 0 and entry["stored_kb"] > 0
+            for way in ("direct", "cold", "from_store", "warm"):
+                assert entry[way]["wall_ms"] > 0

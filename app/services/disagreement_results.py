@@ -44,6 +44,7 @@ __all__ = [
     "Save",
     "compute_ranked",
     "params_key",
+    "rank_directly",
     "ranked_list",
     "save_ranked",
     "stored_ranked",
@@ -241,8 +242,13 @@ class RankedList:
         return cls(**values)  # type: ignore[arg-type]
 
 
-def compute_ranked(session: Session, bench: Benchmark, request: ListRequest) -> RankedList:
-    """Rank ``request`` on ``bench`` directly: the mode finds every item, then ranks them.
+def rank_directly(
+    session: Session, bench: Benchmark, request: ListRequest
+) -> tuple[list[Disagreement], str | None]:
+    """Every item of ``request`` on ``bench`` in rank order, and the positive class.
+
+    What a request computed before lists were kept: the mode finds every item, then ranks
+    them (the positive class is ``None`` unless the mode compares with a binary label set).
 
     Raises
     ------
@@ -254,11 +260,15 @@ def compute_ranked(session: Session, bench: Benchmark, request: ListRequest) -> 
     items = None
     if spec.labels is LabelUse.BINARY:
         items = load_labelled(session, bench, request.label, positive=request.positive)
-    names = list(request.detectors)
-    found = spec.rank(
-        spec.find(ModeInput(session, bench, names, request.label, items, dict(request.params)))
+    inp = ModeInput(
+        session, bench, list(request.detectors), request.label, items, dict(request.params)
     )
-    return RankedList.of(found, None if items is None else items.target.positive)
+    return spec.rank(spec.find(inp)), None if items is None else items.target.positive
+
+
+def compute_ranked(session: Session, bench: Benchmark, request: ListRequest) -> RankedList:
+    """:func:`rank_directly`, as columns."""
+    return RankedList.of(*rank_directly(session, bench, request))
 
 
 def stored_ranked(session: Session, bench: Benchmark, request: ListRequest) -> RankedList | None:

@@ -1,0 +1,184 @@
+"""Disagreement lists in process: ranked per request (as before) against the kept ranked list.
+
+For each database (``--databases``): a fresh store, N pairwise instances (``--size``; three
+detectors, ``seeding.py``) imported with ``import_table``; then, for each mode (``--modes``)
+and in interleaved rounds (``--rounds``; the order rotates each round), one page of
+``--limit`` rows with its previews computed four ways:
+
+- ``direct``: what every request did before lists were kept: the mode finds and ranks every
+  item, the page is sliced and its previews read (:func:`rank_directly`, ``with_previews``);
+- ``cold``: the kept path with nothing kept: ranked, stored, the page built;
+- ``from_store``: this process's cache cleared (another process, or a restart): the list read
+  from ``disagreement_results``;
+- ``warm``: the list in this process's cache: only the page's rows are built and previewed.
+
+Every way must return the same page. Per mode and way: median wall and CPU milliseconds;
+per mode: the list's length and its stored size. Prints one JSON object::
+
+    python benchmarks/disagreements_bench.py [--size 100000] [--databases sqlite,postgresql]
+        [--modes threshold,consensus,margin] [--rounds 5] [--limit 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import delete, func, select
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from app.db import transaction  # noqa: E402
+from app.services.benchmarks import get_benchmark  # noqa: E402
+from app.services.disagreement_modes import get_mode  # noqa: E402
+from app.services.disagreement_modes.base import Disagreement  # noqa: E402
+from app.services.disagreement_modes.previews import with_previews  # noqa: E402
+from app.services.disagreement_query import build_query  # noqa: E402
+from app.services.disagreement_results import (  # noqa: E402
+    DISAGREEMENT_CACHE,
+    ListRequest,
+    rank_directly,
+)
+from app.services.disagreements import find_disagreements  # noqa: E402
+from app.store import Store  # noqa: E402
+from app.tables import DisagreementResult  # noqa: E402
+from benchmarks.rounds import run_rounds  # noqa: E402
+from benchmarks.seeding import (  # noqa: E402
+    BENCHMARK,
+    DETECTORS,
+    LABEL,
+    import_pairwise,
+    write_pairwise_csv,
+)
+from benchmarks.serving import fresh_store, load_average  # noqa: E402
+
+# The modes measured and their detectors (consensus: two of the three at 0.6; the seeded
+# detectors rarely agree at the default cut).
+QUERIES = {
+    "threshold": build_query("threshold", DETECTORS[:1], label=LABEL),
+    "cleanlab": build_query("cleanlab", DETECTORS[:1], label=LABEL),
+    "consensus": build_query(
+        "consensus", DETECTORS, label=LABEL, values={"k": 2, "min_confidence": 0.6}
+    ),
+    "margin": build_query("margin", DETECTORS[:1], label=LABEL),
+}
+
+Page = list[tuple[Disagreement, str]]
+
+
+def _page(items: list[Disagreement]) -> Page:
+    return [(d, d.preview) for d in items]
+
+
+def measure_mode(store: Store, mode: str, rounds: int, limit: int) -> dict[str, Any]:
+    """The four ways of one mode's page, interleaved; their medians and the list's size."""
+    query = QUERIES[mode].with_limit(limit)
+    spec = get_mode(query.mode)
+    names = list(query.detectors)
+    request = ListRequest.of(spec, names, LABEL, None, spec.settle(names, query.values))
+
+    def direct() -> tuple[Page, int]:
+        with transaction(store.factory) as session:
+            bench = get_benchmark(session, BENCHMARK)
+            found, _ = rank_directly(session, bench, request)
+            return _page(with_previews(session, bench, found[:limit])), len(found)
+
+    def kept() -> tuple[Page, int]:
+        with transaction(store.factory) as session:
+            result = find_disagreements(session, BENCHMARK, query)
+            return _page(result.items), result.total
+
+    def cold() -> tuple[Page, int]:
+        DISAGREEMENT_CACHE.clear()
+        with transaction(store.factory) as session:
+            session.execute(delete(DisagreementResult))
+        return kept()
+
+    def from_store() -> tuple[Page, int]:
+        DISAGREEMENT_CACHE.clear()
+        return kept()
+
+    methods: dict[str, Callable[[], tuple[Page, int]]] = {
+        "direct": direct,
+        "cold": cold,
+        "from_store": from_store,
+        "warm": kept,
+    }
+    kept()  # so that the first "warm" and "from_store" runs have a list to read
+    wall, cpu, outputs = run_rounds(methods, rounds)
+    if any(out != outputs["direct"] for out in outputs.values()):
+        raise AssertionError(f"{mode}: the kept list's page differs from the direct one")
+    with store.factory() as session:
+        stored = session.scalar(
+            select(func.length(DisagreementResult.payload)).where(DisagreementResult.mode == mode)
+        )
+    return {
+        "total": outputs["direct"][1],
+        "stored_kb": round((stored or 0) / 1024, 1),
+        **{
+            name: {
+                "wall_ms": round(1000 * statistics.median(wall[name]), 1),
+                "cpu_ms": round(1000 * statistics.median(cpu[name]), 1),
+            }
+            for name in methods
+        },
+    }
+
+
+def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """Seed each database once and measure every mode on it."""
+    csv_path = tmp / "pairs.csv"
+    write_pairwise_csv(csv_path, args.size, text_chars=args.text_chars)
+    results: dict[str, Any] = {}
+    for dialect in args.databases.split(","):
+        with fresh_store(dialect, tmp / dialect) as settings:
+            imported = import_pairwise(settings, csv_path)
+            store = Store.open(settings)
+            try:
+                results[dialect] = {
+                    "import": imported,
+                    "modes": {
+                        m: measure_mode(store, m, args.rounds, args.limit)
+                        for m in args.modes.split(",")
+                    },
+                }
+            finally:
+                DISAGREEMENT_CACHE.clear()
+                store.close()
+        print(f"[{dialect}] {json.dumps(results[dialect])}", file=sys.stderr, flush=True)
+    return results
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Parse options, measure, print and return the JSON report."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=100_000, help="pairwise instances")
+    parser.add_argument("--databases", default="sqlite,postgresql", help="sqlite,postgresql")
+    parser.add_argument("--modes", default="threshold,consensus,margin", help=", ".join(QUERIES))
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
+    parser.add_argument("--limit", type=int, default=1000, help="rows on the page")
+    parser.add_argument("--text-chars", type=int, default=1500, help="characters per text")
+    args = parser.parse_args(argv)
+    report: dict[str, Any] = {
+        "size": args.size,
+        "limit": args.limit,
+        "rounds": args.rounds,
+        "load_average_at_start": load_average(),
+    }
+    with tempfile.TemporaryDirectory(prefix="appellate-disagreements-bench-") as tmp:
+        report["results"] = run(args, Path(tmp))
+    report["load_average_at_end"] = load_average()
+    print(json.dumps(report, indent=2))
+    return report
+
+
+if __name__ == "__main__":
+    main()
