@@ -50,8 +50,9 @@ __all__ = [
     "stored_ranked",
 ]
 
-DISAGREEMENT_CACHE = VersionedCache(maxsize=32)
-"""Process-wide memo of ranked lists; small, as one list of a 1M-item benchmark is megabytes."""
+DISAGREEMENT_CACHE = VersionedCache(maxsize=16)
+"""Process-wide memo of ranked lists. Small: a list costs about 150 bytes a row (a list of every
+item of a 1M-item benchmark, 150 MB); an evicted list is read back from the store."""
 
 
 @dataclass(frozen=True)
