@@ -78,6 +78,11 @@ class VersionedCache:
                 del self._inflight[key]
             done.set()
 
+    def __contains__(self, key: Hashable) -> bool:
+        """Whether a value is cached under ``key`` (neither a hit nor a use: moves nothing)."""
+        with self._lock:
+            return key in self._data
+
     def peek(self, key: Hashable) -> Any | None:
         """The value cached under ``key`` (counted as a hit), else ``None``; computes nothing."""
         with self._lock:

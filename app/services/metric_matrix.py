@@ -5,7 +5,7 @@ Its columns are the metric registry's reported metrics (:data:`app.stats.registr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,7 @@ from app.services.metrics_query import METRICS_CACHE, MetricsData, Sample
 from app.stats.bootstrap import (
     BootstrapResult,
     group_bootstrap,
+    group_bootstraps,
     percentile_interval,
     sliced_group_bootstrap,
 )
@@ -231,10 +232,44 @@ def slice_cells(
     ]
 
 
+def _share_bootstraps(data: MetricsData, detectors: Sequence[Detector]) -> None:
+    """Bootstrap the detectors that scored the same items on them in one pass, into ``data``.
+
+    One draw of the resamples serves them all (at 250,000 groups the draw costs as much as a
+    detector's kernels); each result equals the detector's own bootstrap
+    (:func:`app.stats.bootstrap.group_bootstraps`), and waits in ``data.bootstraps``.
+    """
+    by_items: dict[bytes, list[Detector]] = {}
+    for detector in detectors:
+        scored = np.packbits(~np.isnan(data.scores(detector))).tobytes()
+        by_items.setdefault(scored, []).append(detector)
+    for same in by_items.values():
+        if len(same) < 2:
+            continue
+        samples = [data.sample(d) for d in same]
+        if samples[0].n == 0:
+            continue
+        first = samples[0]
+        results = group_bootstraps(
+            first.y,
+            [s.scores[0] for s in samples],
+            first.groups,
+            [[m.name for m in _wanted(d, s)] for d, s in zip(same, samples, strict=True)],
+            choice=first.strata,
+            resamples=data.query.resamples,
+            seed=data.query.seed,
+        )
+        data.bootstraps.update((d.id, r) for d, r in zip(same, results, strict=True))
+
+
 def _detector_rows(data: MetricsData, detector: Detector) -> tuple[MetricRow, ...]:
     resamples, seed = data.query.resamples, data.query.seed
     sample = data.sample(detector)
-    every = _evaluate(detector, None, "all", sample, resamples, seed)
+    shared = data.bootstraps.get(detector.id)
+    if shared is not None and sample.n > 0:
+        every = _cell(detector.name, None, "all", _wanted(detector, sample), shared)
+    else:
+        every = _evaluate(detector, None, "all", sample, resamples, seed)
     if every.result is not None:
         data.bootstraps[detector.id] = every.result
     rows = [every.row]
@@ -277,13 +312,8 @@ def matrix_rows(
 
     """
     query = data.query
-    rows: list[MetricRow] = []
-    for detector in data.detectors:
-
-        def compute(detector: Detector = detector) -> tuple[MetricRow, ...]:
-            return _detector_rows(data, detector)
-
-        key: Hashable = (
+    keys: dict[int, Hashable] = {
+        detector.id: (
             "metric-rows",
             *data.key,
             detector.id,
@@ -291,6 +321,16 @@ def matrix_rows(
             query.resamples,
             query.seed,
         )
+        for detector in data.detectors
+    }
+    _share_bootstraps(data, [d for d in data.detectors if cache is None or keys[d.id] not in cache])
+    rows: list[MetricRow] = []
+    for detector in data.detectors:
+
+        def compute(detector: Detector = detector) -> tuple[MetricRow, ...]:
+            return _detector_rows(data, detector)
+
+        key = keys[detector.id]
         rows.extend(compute() if cache is None else cache.get_or_compute(key, compute))
         if on_detector is not None:
             on_detector()

@@ -44,6 +44,7 @@ __all__ = [
     "bootstrap_mean",
     "group_bootstrap",
     "group_bootstrap_answers",
+    "group_bootstraps",
     "group_multiplicities",
     "percentile_interval",
     "sliced_group_bootstrap",
@@ -139,22 +140,51 @@ def _resample_seeds(seed: int, resamples: int) -> list[np.random.SeedSequence]:
 
 
 def _fill_multiplicities(
-    out: NDArray[np.int32], seeds: Sequence[np.random.SeedSequence], strata: tuple[int, ...]
-) -> None:
+    out: NDArray[np.integer], seeds: Sequence[np.random.SeedSequence], strata: tuple[int, ...]
+) -> bool:
+    """Draw rows of multiplicities into ``out``; ``False`` if one does not fit its dtype.
+
+    ``out`` is then left unfinished. A byte holds every multiplicity a realistic resample draws.
+    """
     # Row b: one generator from child stream b draws one unit per slot, units numbered stratum
     # by stratum and each stratum's slots drawing among its own units (one call with an array
     # of bounds: a call per stratum would cost more than the generator).
     sizes = np.asarray(strata, dtype=np.int64)
     n_units = int(sizes.sum())
     bounds = np.repeat(sizes, sizes) if sizes.size > 1 else n_units
-    offsets = np.repeat(np.cumsum(sizes) - sizes, sizes) if sizes.size > 1 else 0
+    offsets = np.repeat(np.cumsum(sizes) - sizes, sizes) if sizes.size > 1 else None
+    # A unit is drawn at most n_units times: below the dtype's limit, no row needs checking.
+    limit = np.iinfo(out.dtype).max
+    checked = n_units > limit
     for row, child in zip(out, seeds, strict=True):
         # int32 draws are the int64 draws (both take 32-bit bounded draws below 2**32), at
         # less than half the cost.
         drawn = np.random.Generator(np.random.PCG64(child)).integers(
             0, bounds, size=n_units, dtype=np.int32
         )
-        row[:] = np.bincount(drawn + offsets, minlength=n_units)
+        if offsets is not None:
+            drawn += offsets
+        counts = np.bincount(drawn, minlength=n_units)
+        if checked and int(counts.max()) > limit:
+            return False
+        row[:] = counts
+    return True
+
+
+def _draw(
+    seeds: Sequence[np.random.SeedSequence],
+    strata: tuple[int, ...],
+    out: NDArray[np.uint8] | None = None,
+) -> NDArray[np.integer]:
+    """Multiplicities of ``seeds``' resamples, as bytes (into ``out``) when they fit, else int32."""
+    n_units = sum(strata)
+    if out is None:
+        out = np.empty((len(seeds), n_units), dtype=np.uint8)
+    if _fill_multiplicities(out, seeds, strata):
+        return out
+    wide = np.empty((len(seeds), n_units), dtype=np.int32)
+    _fill_multiplicities(wide, seeds, strata)
+    return wide
 
 
 def _strata(n_units: int | Sequence[int]) -> tuple[int, ...]:
@@ -189,9 +219,7 @@ class _KeptDraws:
                 self._kept.move_to_end(key)
                 return self._kept[key]
         # Drawn outside the lock: two threads may draw the same key, with equal results.
-        drawn: NDArray[np.integer] = stratified_multiplicities(key[2], resamples, seed)
-        if drawn.size and int(drawn.max()) <= np.iinfo(np.uint8).max:
-            drawn = drawn.astype(np.uint8)
+        drawn = _draw(_resample_seeds(seed, resamples), key[2])
         drawn.setflags(write=False)
         with self._lock:
             self._kept[key] = drawn
@@ -473,12 +501,14 @@ def _for_each_chunk(
 
     else:
         seeds = _resample_seeds(seed, resamples)
+        # One buffer per thread: a fresh array per chunk would be first-touched page by page.
+        local = threading.local()
 
         def run(start: int) -> None:
             stop = min(start + step, resamples)
-            weights = np.empty((stop - start, n_units), dtype=np.int32)
-            _fill_multiplicities(weights, seeds[start:stop], strata)
-            consume(start, stop, weights)
+            if getattr(local, "buffer", None) is None:
+                local.buffer = np.empty((step, n_units), dtype=np.uint8)
+            consume(start, stop, _draw(seeds[start:stop], strata, local.buffer[: stop - start]))
 
     starts = range(0, resamples, step)
     if threads == 1 or len(starts) == 1:
@@ -551,17 +581,88 @@ def group_bootstrap(
 
     """
     request = _Request.of(y, scores, metrics, choice, threshold)
-    units, n_units = _validate.keys(groups, request.n, "groups")
+    (result,) = _bootstrap_requests(
+        [request], groups, resamples, seed, level, n_threads=n_threads, chunk_size=chunk_size
+    )
+    return result
+
+
+def group_bootstraps(
+    y: ArrayLike,
+    scores: Sequence[ArrayLike],
+    groups: ArrayLike,
+    metrics: Sequence[Sequence[str]],
+    *,
+    choice: ArrayLike | None = None,
+    threshold: float = 0.5,
+    resamples: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+    n_threads: int | None = None,
+) -> list[BootstrapResult]:
+    """:func:`group_bootstrap` of each of several detectors, in one pass over the resamples.
+
+    Result ``i`` equals ``group_bootstrap(y, scores[i], groups, metrics=metrics[i], ...)``
+    (each detector's kernels see the same resamples either way); the resamples are drawn
+    once for all, which at 250,000 groups costs as much as a detector's kernels.
+
+    Parameters
+    ----------
+    y, groups, choice, threshold, resamples, seed, level, n_threads
+        As for :func:`group_bootstrap`, shared by every detector.
+    scores : sequence of k array-likes, shape (n,)
+        Each detector's scores.
+    metrics : sequence of k sequences of str
+        Each detector's metrics.
+
+    Returns
+    -------
+    list of BootstrapResult
+        One result of one detector per entry of ``scores``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`group_bootstrap`, or when ``scores`` and ``metrics`` differ in length.
+
+    """
+    if len(scores) != len(metrics):
+        raise ValueError(f"{len(scores)} score arrays but {len(metrics)} metric lists")
+    requests = [
+        _Request.of(y, [p], wanted, choice, threshold)
+        for p, wanted in zip(scores, metrics, strict=True)
+    ]
+    return _bootstrap_requests(requests, groups, resamples, seed, level, n_threads=n_threads)
+
+
+def _bootstrap_requests(
+    requests: Sequence[_Request],
+    groups: ArrayLike,
+    resamples: int,
+    seed: int,
+    level: float,
+    *,
+    n_threads: int | None,
+    chunk_size: int | None = None,
+) -> list[BootstrapResult]:
+    """Every request on all its items, all of them on each chunk of one draw of resamples."""
+    n = requests[0].n if requests else 0
+    units, n_units = _validate.keys(groups, n, "groups")
     resamples = _validate.resample_count(resamples)
     seed = _validate.seed_value(seed)
     level = _validate.confidence_level(level)
-    engine = request.engine(np.ones(request.n, dtype=bool), units, n_units)
-    point = _point_values(engine, n_units)
-    replicates = {m: np.full((engine.k, resamples), np.nan) for m in request.wanted}
+    every = np.ones(n, dtype=bool)
+    engines = [request.engine(every, units, n_units) for request in requests]
+    points = [_point_values(engine, n_units) for engine in engines]
+    replicates = [
+        {m: np.full((engine.k, resamples), np.nan) for m in request.wanted}
+        for request, engine in zip(requests, engines, strict=True)
+    ]
 
     def store(start: int, stop: int, weights: NDArray[np.int32]) -> None:
-        for name, values in engine.compute(weights).items():
-            replicates[name][:, start:stop] = values
+        for engine, out in zip(engines, replicates, strict=True):
+            for name, values in engine.compute(weights).items():
+                out[name][:, start:stop] = values
 
     _for_each_chunk(
         store,
@@ -572,7 +673,10 @@ def group_bootstrap(
         threads=_thread_count(n_threads),
         chunk_size=chunk_size,
     )
-    return BootstrapResult(request.wanted, point, replicates, level, seed, n_units, request.n)
+    return [
+        BootstrapResult(request.wanted, point, out, level, seed, n_units, request.n)
+        for request, point, out in zip(requests, points, replicates, strict=True)
+    ]
 
 
 @dataclass(frozen=True)
