@@ -51,8 +51,8 @@ __all__ = [
 ]
 
 DISAGREEMENT_CACHE = VersionedCache(maxsize=16)
-"""Process-wide memo of ranked lists. Small: a list costs about 150 bytes a row (a list of every
-item of a 1M-item benchmark, 150 MB); an evicted list is read back from the store."""
+"""Process-wide memo of ranked lists. Small: a list costs about 120 bytes a row (a list of every
+item of a 1M-item benchmark, 120 MB); an evicted list is read back from the store."""
 
 
 @dataclass(frozen=True)
