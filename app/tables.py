@@ -159,6 +159,10 @@ class Benchmark(Base):
     licence: Mapped[str] = mapped_column(Text, default="")
     # Bumped on every change to labels, judgments or scores: the cache key of derived numbers.
     data_version: Mapped[int] = mapped_column(Integer, default=0)
+    # Bumped with data_version except by review events (votes, adjudications, withdrawals):
+    # the key of what reads only the evidence and original labels (ranked disagreement lists,
+    # metrics on original labels), which a vote cannot change.
+    evidence_version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # Settings of the benchmark's kind, e.g. {"grader": "numeric"} for answer benchmarks.
     details: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)

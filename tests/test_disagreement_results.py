@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import transaction
 from app.ingest.mmlu_redux import import_mmlu_redux
-from app.services import disagreement_results
+from app.services import disagreement_results, queues
 from app.services.benchmarks import bump_data_version, get_benchmark
 from app.services.disagreement_modes import get_mode
 from app.services.disagreement_modes.base import Disagreement
@@ -34,7 +34,8 @@ from app.services.labels import append_label
 from app.services.metrics import get_detector
 from app.services.rankers import compute_rankers, rank_inputs, store_rankers
 from app.services.scores import benchmark_scores, replace_scores
-from app.tables import DisagreementResult
+from app.services.users import Principal, create_user
+from app.tables import DisagreementResult, ReviewQueue, Role
 from tests.conftest import DATA, DIALECTS
 from tests.test_benchmarks_tiny import run_bench
 from tests.test_disagreements_judge import client, loaded
@@ -202,8 +203,36 @@ def test_a_write_ranks_the_list_again(
         assert first.external_id not in relabelled
         # Only the current data version's list is kept.
         versions = session.scalars(select(DisagreementResult.data_version)).all()
-        assert versions == [get_benchmark(session, "judgebench").data_version]
+        assert versions == [get_benchmark(session, "judgebench").evidence_version]
     assert len(computations) == 3
+
+
+def test_a_vote_keeps_the_list(
+    loaded: sessionmaker[Session], computations: list[ListRequest]
+) -> None:
+    """Review events leave original labels alone: the kept list serves the next page."""
+    with transaction(loaded) as session:
+        bench = get_benchmark(session, "judgebench")
+        before = find_disagreements(session, "judgebench", THRESHOLD).items
+        user = create_user(session, "ann", Role.annotator.value)
+        ann = Principal(user.id, user.name, Role.annotator, token_id=0)
+        queue = queues.create_queue(
+            session, bench, [d.instance_id for d in before[:2]], name="q", label_name="reference",
+            source="filter", blind=False,
+        )  # fmt: skip
+        versions = (bench.data_version, bench.evidence_version)
+    with transaction(loaded) as session:
+        queue = session.get_one(ReviewQueue, queue.id)
+        item = before[0].instance_id
+        seen = queues.label_version(session, item, "reference")
+        value = "B" if before[0].label == "A" else "A"
+        queues.record(session, queue, item, ann, kind="vote", value=value, seen_version=seen)
+    with transaction(loaded) as session:
+        bench = get_benchmark(session, "judgebench")
+        assert bench.data_version == versions[0] + 1  # facets and resolved labels see the vote
+        assert bench.evidence_version == versions[1]
+        assert _ids(session, THRESHOLD) == [d.external_id for d in before]
+    assert len(computations) == 1
 
 
 def test_a_warm_page_binds_only_its_own_ids(loaded: sessionmaker[Session], engine: Engine) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TypedDict, Unpack
+from typing import Any, TypedDict, Unpack
 
 from sqlalchemy import update
 from sqlalchemy.orm import Session
@@ -61,15 +61,23 @@ def ensure_benchmark(
     )
 
 
-def bump_data_version(session: Session, benchmark: Benchmark) -> int:
-    """Increment ``data_version`` after labels, judgments or scores changed; return the new one."""
+def bump_data_version(session: Session, benchmark: Benchmark, *, review: bool = False) -> int:
+    """Increment ``data_version`` after labels, judgments or scores changed; return the new one.
+
+    ``evidence_version`` is incremented too, unless the change is a review event (``review``:
+    a vote, an adjudication or a withdrawal), which leaves the evidence and the original
+    labels as they were.
+    """
+    bumps: dict[str, Any] = {"data_version": Benchmark.data_version + 1}
+    if not review:
+        bumps["evidence_version"] = Benchmark.evidence_version + 1
     # An UPDATE ... SET v = v + 1 stays correct when two writers bump concurrently.
     session.execute(
         update(Benchmark)
         .where(Benchmark.id == benchmark.id)
-        .values(data_version=Benchmark.data_version + 1)
+        .values(**bumps)
         .execution_options(synchronize_session=False)
     )
     session.flush()
-    session.refresh(benchmark, ["data_version"])
+    session.refresh(benchmark, ["data_version", "evidence_version"])
     return benchmark.data_version

@@ -4,9 +4,11 @@ A disagreement query (mode, detectors, label set, positive class and the mode's 
 one data version of a benchmark always ranks the same items, so the ranked list is computed
 once and kept at two levels: this process's :data:`DISAGREEMENT_CACHE`, then the
 ``disagreement_results`` table, which every server process and every restart reads. A write to
-the benchmark's labels, scores, judgments or instances bumps its ``data_version`` (part of both
-keys, see :func:`~app.services.labelled_items.data_key`), so a kept list is never served for
-data it was not ranked on.
+the benchmark's labels, scores, judgments or instances bumps its ``evidence_version`` (part of
+both keys, see :func:`~app.services.labelled_items.data_key`; the table's ``data_version``
+column holds it), so a kept list is never served for data it was not ranked on. Review events
+(votes, adjudications) leave it alone: the lists read original labels only, and a review
+session would otherwise rank them again after every vote.
 
 The list is kept whole, before any limit, as columns (:class:`RankedList`): ids and numbers in
 arrays, each text column packed into one string with end offsets, so a list of a million rows
@@ -278,7 +280,7 @@ def stored_ranked(session: Session, bench: Benchmark, request: ListRequest) -> R
         select(DisagreementResult.positive, DisagreementResult.payload).where(
             DisagreementResult.benchmark_id == bench.id,
             DisagreementResult.params_key == params_key(bench, request),
-            DisagreementResult.data_version == bench.data_version,
+            DisagreementResult.data_version == bench.evidence_version,
         )
     ).first()
     return None if row is None else RankedList.from_bytes(row.payload, row.positive)
@@ -305,7 +307,7 @@ def save_ranked(
     session.execute(
         delete(DisagreementResult).where(
             DisagreementResult.benchmark_id == bench.id,
-            DisagreementResult.data_version < bench.data_version,
+            DisagreementResult.data_version < bench.evidence_version,
         )
     )
     dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
@@ -314,7 +316,7 @@ def save_ranked(
         .values(
             benchmark_id=bench.id,
             params_key=params_key(bench, request),
-            data_version=bench.data_version,
+            data_version=bench.evidence_version,
             mode=request.mode,
             total=len(ranked),
             positive=ranked.positive,
@@ -326,7 +328,7 @@ def save_ranked(
 
 
 def _cache_key(session: Session, bench: Benchmark, request: ListRequest) -> Hashable:
-    return ("disagreements", *data_key(session, bench), request)
+    return ("disagreements", *data_key(session, bench, evidence=True), request)
 
 
 def ranked_list(

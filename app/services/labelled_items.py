@@ -205,17 +205,21 @@ def slice_text(value: Any) -> str:
     return MISSING_SLICE if value is None or value == "" else str(value)
 
 
-def data_key(session: Session, benchmark: Benchmark) -> tuple[Hashable, ...]:
+def data_key(
+    session: Session, benchmark: Benchmark, *, evidence: bool = False
+) -> tuple[Hashable, ...]:
     """What identifies a benchmark's data in a process-wide cache.
 
     The database URL and creation time guard against another store, or a deleted benchmark
-    whose id was reused, sharing a key; ``data_version`` changes with every write.
+    whose id was reused, sharing a key; ``data_version`` changes with every write. With
+    ``evidence``, the key of what reads only the evidence and original labels:
+    ``evidence_version``, which review events (votes, adjudications) leave alone.
     """
     return (
         str(session.get_bind().engine.url),
         benchmark.id,
         str(benchmark.created_at),
-        benchmark.data_version,
+        ("evidence", benchmark.evidence_version) if evidence else benchmark.data_version,
     )
 
 

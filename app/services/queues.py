@@ -377,10 +377,11 @@ def label_version(session: Session, instance_id: int, label_name: str) -> int:
 
 
 def _bump(session: Session, inst: Instance) -> None:
-    # Cached metrics and facets are keyed on data_version: a review event invalidates them.
+    # Facets and resolved-label metrics are keyed on data_version: a review event invalidates
+    # them. What reads only original labels (evidence_version) stays valid.
     bench = session.get(Benchmark, inst.benchmark_id)
     assert bench is not None
-    bump_data_version(session, bench)
+    bump_data_version(session, bench, review=True)
 
 
 def _lock_instance(session: Session, instance_id: int) -> Instance:
