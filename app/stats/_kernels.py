@@ -102,13 +102,15 @@ class RankPlan:
             neg_le if bool((neg_le != self.neg_lt).any()) else None
         )
 
-    def _accumulator(self, weights: NDArray[np.number]) -> type[np.number]:
+    def _accumulator(
+        self, weights: NDArray[np.number], ws: Workspace | None = None
+    ) -> type[np.number]:
         """Choose the dtype of cumulative weights: int32 when exact and safe, else wider."""
         if weights.dtype.kind not in "iub":
             return np.float64
         # A row's total item weight is at most (row sum) * (largest unit): a cheap bound that
         # is tight enough for bootstrap multiplicities, with the exact check as a fallback.
-        rows = weights.sum(axis=1, dtype=np.int64)
+        rows = (ws if ws is not None else Workspace()).row_sums(weights)
         if int(rows.max(initial=0)) * int(self.unit_sizes.max(initial=0)) <= _INT32_LIMIT:
             return np.int32
         largest = int((weights.astype(np.int64, copy=False) @ self.unit_sizes).max(initial=0))
@@ -283,7 +285,7 @@ class RankPlan:
 
         """
         ws = workspace if workspace is not None else Workspace()
-        acc = self._accumulator(weights)
+        acc = self._accumulator(weights, ws)
         if weights.dtype.kind in "iub":
             return self._counted(weights, acc, precision, ws)
         w_level, neg_below, below_or_tied, neg_total = self._gathered(weights, acc, ws)
@@ -330,6 +332,19 @@ class Workspace:
     def __init__(self) -> None:
         self._buffers: dict[tuple[str, str], NDArray[np.generic]] = {}
         self._transposed: tuple[NDArray[np.number], NDArray[np.float64]] | None = None
+        self._row_sums: tuple[NDArray[np.number], NDArray[np.int64]] | None = None
+
+    def row_sums(self, weights: NDArray[np.number]) -> NDArray[np.int64]:
+        """Each row's total of integer ``weights`` (c, n_units): shape (c,).
+
+        Kept like :meth:`transposed`: every detector's plan checks the same resamples.
+        """
+        kept = self._row_sums
+        if kept is not None and kept[0] is weights:
+            return kept[1]
+        out = weights.sum(axis=1, dtype=np.int64)
+        self._row_sums = (weights, out)
+        return out
 
     def transposed(self, weights: NDArray[np.number]) -> NDArray[np.float64]:
         """``weights`` (c, n_units) as a C-contiguous float64 (n_units, c) array.
