@@ -55,6 +55,23 @@ def copy_text(value: Any) -> str:
     return str(value).translate(_COPY_ESCAPES)
 
 
+def sqlite_literal(value: Any) -> str | None:
+    """``value``, in the form the driver would bind, as an SQLite literal; None if it has none.
+
+    Only the types whose literal is exact are written (NULL, integers, finite floats, text
+    without NUL, quotes doubled as SQL escapes them); anything else stays a bound parameter.
+    """
+    if value is None:
+        return "NULL"
+    if type(value) is int:
+        return str(value)
+    if type(value) is float:
+        return repr(value) if math.isfinite(value) else None
+    if type(value) is str and "\x00" not in value:
+        return "'" + value.replace("'", "''") + "'"
+    return None
+
+
 def bulk_insert(
     session: Session,
     table: Table,
@@ -152,10 +169,24 @@ def bulk_insert(
         finally:
             cursor.close()
         return count
-    if convert or arrange is not tuple:
-        batch = [converted(row) for row in rows]
-    else:  # nothing to convert or reorder (integers and text on SQLite): one tuple per row
-        batch = [(*row, *fixed) for row in rows]
+    literals = [sqlite_literal(value) for value in fixed] if dialect.name == "sqlite" else None
+    if literals is not None and None not in literals:
+        # The constants go into the statement as literals: SQLite then binds only what varies
+        # per row (a quarter less insert time for a prediction row), and rows that need no
+        # conversion are handed over as they are.
+        quote = dialect.identifier_preparer
+        sql = (
+            f"INSERT INTO {quote.format_table(table)} ({', '.join(map(quote.quote, names))}) "
+            f"VALUES ({', '.join(['?'] * len(columns) + literals)})"  # type: ignore[operator]
+        )
+        if convert:
+            batch = [tuple(processed(row)) for row in rows]
+        else:  # the driver takes tuples; the writer's rows are tuples already
+            batch = [row if type(row) is tuple else tuple(row) for row in rows]
+        if batch:
+            conn.exec_driver_sql(sql, batch)
+        return len(batch)
+    batch = [converted(row) for row in rows]
     if batch:
         if compiled.positiontup is None:
             batch = [dict(zip(names, values, strict=True)) for values in batch]
