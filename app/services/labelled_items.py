@@ -12,7 +12,17 @@ from typing import Any, Literal, cast
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import Select, select
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Float,
+    LargeBinary,
+    Select,
+    func,
+    literal,
+    select,
+)
+from sqlalchemy import cast as sa_cast
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput, NotFound
@@ -258,23 +268,44 @@ def detector_scores(
     # score of another benchmark's instance inside the range (a join with the instances
     # costs a lookup per score).
     lo, hi = int(items.instance_ids[0]), int(items.instance_ids[-1])
-    q = select(Score.instance_id, Score.score).where(
-        Score.detector_id == detector.id, Score.instance_id.between(lo, hi)
+    ids, scores = _score_arrays(
+        session, Score.detector_id == detector.id, Score.instance_id.between(lo, hi)
     )
-    result = session.connection().execute(q)
-    # Plain DBAPI tuples into one array: row objects cost as much as the read itself.
-    rows = result.cursor.fetchall() if result.cursor is not None else []
-    result.close()
-    if not rows:
-        return out
-    table = np.array(rows, dtype=np.float64)  # (n, 2); a null score becomes NaN
-    ids, scores = table[:, 0].astype(np.int64), table[:, 1]
     # The items are in instance-id order: each scored id's row by binary search, no dict.
     at = np.searchsorted(items.instance_ids, ids)
     hit = at < items.instance_ids.size
     hit[hit] = items.instance_ids[at[hit]] == ids[hit]
     out[at[hit]] = scores[hit]
     return out
+
+
+def _score_arrays(
+    session: Session, *where: ColumnElement[bool]
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """Instance ids and scores of the ``Score`` rows matching ``where``; a null score is NaN."""
+    if session.get_bind().dialect.name == "postgresql":
+        # One row of two byte strings, each value in its 8-byte big-endian binary form, read
+        # straight into arrays: a million rows as Python tuples cost 0.4 s of client CPU.
+        # Both aggregates read the rows in the same order, so the arrays line up.
+        nothing = literal(b"", LargeBinary)
+        score = func.coalesce(Score.score, literal(float("nan"), Float))
+        q = select(
+            func.string_agg(func.int8send(sa_cast(Score.instance_id, BigInteger)), nothing),
+            func.string_agg(func.float8send(score), nothing),
+        ).where(*where)
+        ids, scores = session.execute(q).one()
+        if ids is None:
+            return np.empty(0, dtype=np.int64), np.empty(0)
+        return (
+            np.frombuffer(ids, dtype=">i8").astype(np.int64),
+            np.frombuffer(scores, dtype=">f8").astype(np.float64),
+        )
+    result = session.connection().execute(select(Score.instance_id, Score.score).where(*where))
+    # Plain DBAPI tuples into one array: row objects cost as much as the read itself.
+    rows = result.cursor.fetchall() if result.cursor is not None else []
+    result.close()
+    table = np.array(rows, dtype=np.float64).reshape(-1, 2)  # a null score becomes NaN
+    return table[:, 0].astype(np.int64), table[:, 1]
 
 
 def ab_choices(session: Session, items: LabelledItems) -> list[str] | None:

@@ -18,9 +18,9 @@ from numpy.typing import ArrayLike, NDArray
 
 from app.services.metrics_query import MetricsData
 from app.stats.calibration import (
-    pr_curve_points,
+    pr_curve_arrays,
     reliability_bins,
-    roc_curve_points,
+    roc_curve_arrays,
     score_histograms,
 )
 from app.stats.registry import scores_are_probabilities
@@ -109,7 +109,7 @@ def downsample_curve(
     return x[picked], y[picked]
 
 
-def _curve(name: str, xs: list[float], ys: list[float], max_points: int) -> Curve:
+def _curve(name: str, xs: ArrayLike, ys: ArrayLike, max_points: int) -> Curve:
     x, y = downsample_curve(xs, ys, max_points)
     return Curve(name, x.tolist(), y.tolist())
 
@@ -142,12 +142,14 @@ def plot_data(
         sample = data.sample(detector)
         if sample.n > 0:
             y, (s,) = sample.y, sample.scores
-            points = roc_curve_points(y, s)
-            if points is not None:
-                roc.append(_curve(detector.name, points["fpr"], points["tpr"], max_points))
-            curve = pr_curve_points(y, s)
-            if curve is not None:
-                pr.append(_curve(detector.name, curve["recall"], curve["precision"], max_points))
+            roc_points = roc_curve_arrays(y, s)
+            if roc_points is not None:
+                fpr, tpr, _ = roc_points
+                roc.append(_curve(detector.name, fpr, tpr, max_points))
+            pr_points = pr_curve_arrays(y, s)
+            if pr_points is not None:
+                precision, recall, _ = pr_points
+                pr.append(_curve(detector.name, recall, precision, max_points))
                 prevalences.append(float(y.mean()))
             if scores_are_probabilities(s):
                 rel.append((detector.name, reliability_bins(y, s)))

@@ -253,8 +253,10 @@ class RankPlan:
             # term); a floor of 1 avoids 0/0 without changing any other quotient. Read from the
             # top, `called` never decreases: its zeros are a prefix, found by binary search.
             called = np.add(above, true_pos, out=above)
+            one = called.dtype.type(1)  # a key of another dtype would copy the row to compare
             for row in called:
-                row[: np.searchsorted(row, 1)] = 1
+                if row.size and row[0] == 0:
+                    row[: np.searchsorted(row, one)] = one
             ratio = np.divide(true_pos, called, out=ws.get("dratio", (r, n_levels), np.float64))
             precision_sum[rows] = np.einsum("ij,ij->i", w_level, ratio, dtype=np.float64)
         return RankSums(pos, neg, twice, precision_sum)

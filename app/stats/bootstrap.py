@@ -381,13 +381,11 @@ class _Engine:
                 width += block.shape[1]
                 blocks.append(block)
             self.additive.append((metric, metric.kernel, slots))
-        self.unit_means = (
-            _kernels.UnitMeans(
-                _kernels.unit_totals(np.hstack(blocks), units, n_units), self.unit_sizes
-            )
-            if blocks
-            else None
-        )
+        self.totals = _kernels.unit_totals(np.hstack(blocks), units, n_units) if blocks else None
+        # Built on first use, unless the engine's columns are read from a pass's shared means
+        # (:func:`_share_means` sets `columns`, its columns there).
+        self._unit_means: _kernels.UnitMeans | None = None
+        self.columns: NDArray[np.intp] | None = None
         self.ranked = [(m, m.kernel) for m in metrics if isinstance(m.kernel, Ranked)]
         self.precision = any(kernel.precision for _, kernel in self.ranked)
         self.rank_plans = (
@@ -406,19 +404,30 @@ class _Engine:
         )
 
     def compute(
-        self, weights: NDArray[np.integer], workspace: _kernels.Workspace | None = None
+        self,
+        weights: NDArray[np.integer],
+        workspace: _kernels.Workspace | None = None,
+        shared_means: NDArray[np.float64] | None = None,
     ) -> dict[str, NDArray[np.float64]]:
         """All metrics for rows of group multiplicities (c, n_units): name -> (k, c).
 
         ``workspace`` (this thread's) may be shared with other engines on the same weights:
         they then share its copies of them (transposed, row sums) and its buffers.
+        ``shared_means`` are the pass's shared means of these weights (:func:`_share_means`).
         """
         c = weights.shape[0]
         if workspace is None:
             workspace = _thread_workspace(self._local)
         out: dict[str, NDArray[np.float64]] = {}
-        if self.unit_means is not None:
-            means = self.unit_means(weights, workspace)
+        if self.totals is not None:
+            if self.columns is not None:
+                assert shared_means is not None
+                # C-ordered like the engine's own means, so that its reductions sum alike.
+                means = np.take(shared_means, self.columns, axis=1)
+            else:
+                if self._unit_means is None:
+                    self._unit_means = _kernels.UnitMeans(self.totals, self.unit_sizes)
+                means = self._unit_means(weights, workspace)
             for metric, additive, slots in self.additive:
                 values = np.stack([additive.reduce(means[:, slot]) for slot in slots])
                 out[metric.name] = np.broadcast_to(values, (self.k, c))
@@ -669,7 +678,8 @@ def _bootstrap_requests(
     level = _validate.confidence_level(level)
     every = np.ones(n, dtype=bool)
     engines = [request.engine(every, units, n_units) for request in requests]
-    points = [_point_values(engine, n_units) for engine in engines]
+    shared = _share_means(engines) if len(engines) > 1 else None
+    points = [_point_values(engine, n_units, shared) for engine in engines]
     replicates = [
         {m: np.full((engine.k, resamples), np.nan) for m in request.wanted}
         for request, engine in zip(requests, engines, strict=True)
@@ -680,8 +690,9 @@ def _bootstrap_requests(
 
     def store(start: int, stop: int, weights: NDArray[np.int32]) -> None:
         workspace = _thread_workspace(local)
+        means = None if shared is None else shared(weights, workspace)
         for engine, out in zip(engines, replicates, strict=True):
-            for name, values in engine.compute(weights, workspace).items():
+            for name, values in engine.compute(weights, workspace, means).items():
                 out[name][:, start:stop] = values
 
     _for_each_chunk(
@@ -772,10 +783,45 @@ class _Request:
         )
 
 
-def _point_values(engine: _Engine, n_units: int) -> dict[str, NDArray[np.float64]]:
+def _point_values(
+    engine: _Engine, n_units: int, shared: _kernels.UnitMeans | None = None
+) -> dict[str, NDArray[np.float64]]:
     # Every group once: the full sample, computed by the very kernels the resamples use.
     ones = np.ones((1, n_units), np.int32)
-    return {m: v[:, 0].copy() for m, v in engine.compute(ones).items()}
+    means = None if shared is None else shared(ones)
+    return {m: v[:, 0].copy() for m, v in engine.compute(ones, None, means).items()}
+
+
+def _share_means(engines: Sequence[_Engine]) -> _kernels.UnitMeans | None:
+    """One :class:`~app.stats._kernels.UnitMeans` for the additive metrics of every engine.
+
+    The engines are those of one pass (same items and units): their columns side by side, a
+    metric of the labels alone once, and the unit sizes once. Each row of the shared product
+    is summed as it would be alone, so the means equal each engine's own, at one product per
+    chunk for them all. Sets each engine's ``columns``; ``None`` when none has any.
+    """
+    parts: list[NDArray[np.float64]] = []
+    width = 0
+    labels_only: dict[str, NDArray[np.intp]] = {}
+    for engine in engines:
+        if engine.totals is None:
+            continue
+        columns = np.empty(engine.totals.shape[1], dtype=np.intp)
+        for metric, _, slots in engine.additive:
+            for slot in slots:
+                if not metric.per_detector and metric.name in labels_only:
+                    columns[slot] = labels_only[metric.name]
+                    continue
+                at = np.arange(width, width + slot.stop - slot.start, dtype=np.intp)
+                parts.append(engine.totals[:, slot])
+                width += at.size
+                columns[slot] = at
+                if not metric.per_detector:
+                    labels_only[metric.name] = at
+        engine.columns = columns
+    if not parts:
+        return None
+    return _kernels.UnitMeans(np.hstack(parts), engines[0].unit_sizes)
 
 
 def sliced_group_bootstrap(

@@ -10,12 +10,19 @@ import math
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 from sklearn.metrics import precision_recall_curve, roc_curve
 
 from app.stats import _kernels, _validate
 
-__all__ = ["pr_curve_points", "reliability_bins", "roc_curve_points", "score_histograms"]
+__all__ = [
+    "pr_curve_arrays",
+    "pr_curve_points",
+    "reliability_bins",
+    "roc_curve_arrays",
+    "roc_curve_points",
+    "score_histograms",
+]
 
 
 def _finite_or_none(values: np.ndarray) -> list[float | None]:
@@ -48,11 +55,24 @@ def roc_curve_points(y: ArrayLike, p: ArrayLike) -> dict[str, list[Any]] | None:
         On invalid inputs (see ``app.stats.metrics.auroc``).
 
     """
+    arrays = roc_curve_arrays(y, p)
+    if arrays is None:
+        return None
+    fpr, tpr, thresholds = arrays
+    return {"fpr": fpr.tolist(), "tpr": tpr.tolist(), "thresholds": _finite_or_none(thresholds)}
+
+
+def roc_curve_arrays(y: ArrayLike, p: ArrayLike) -> tuple[NDArray, NDArray, NDArray] | None:
+    """:func:`roc_curve_points` as arrays ``(fpr, tpr, thresholds)``, the first threshold ``inf``.
+
+    What a plot reads: a curve of a million distinct scores is thinned from these, never
+    turned into a million Python floats first.
+    """
     labels, scores = _validate.labelled_scores(y, p)
     if labels.all() or not labels.any():
         return None
     fpr, tpr, thresholds = roc_curve(labels, scores)
-    return {"fpr": fpr.tolist(), "tpr": tpr.tolist(), "thresholds": _finite_or_none(thresholds)}
+    return fpr, tpr, thresholds
 
 
 def pr_curve_points(y: ArrayLike, p: ArrayLike) -> dict[str, list[float]] | None:
@@ -78,15 +98,24 @@ def pr_curve_points(y: ArrayLike, p: ArrayLike) -> dict[str, list[float]] | None
         On invalid inputs.
 
     """
-    labels, scores = _validate.labelled_scores(y, p)
-    if not labels.any():
+    arrays = pr_curve_arrays(y, p)
+    if arrays is None:
         return None
-    precision, recall, thresholds = precision_recall_curve(labels, scores)
+    precision, recall, thresholds = arrays
     return {
         "precision": precision.tolist(),
         "recall": recall.tolist(),
         "thresholds": thresholds.tolist(),
     }
+
+
+def pr_curve_arrays(y: ArrayLike, p: ArrayLike) -> tuple[NDArray, NDArray, NDArray] | None:
+    """:func:`pr_curve_points` as arrays ``(precision, recall, thresholds)``."""
+    labels, scores = _validate.labelled_scores(y, p)
+    if not labels.any():
+        return None
+    precision, recall, thresholds = precision_recall_curve(labels, scores)
+    return precision, recall, thresholds
 
 
 def reliability_bins(y: ArrayLike, p: ArrayLike, n_bins: int = 10) -> list[dict[str, Any]]:
