@@ -97,7 +97,8 @@ def test_choice_audit_walkthrough(
     # The annotator sees the question and its lettered options, and votes B by key 2.
     ann_ctx, ann, ann_problems = _password_sign_in(browser, url, "ann")
     ann.goto(f"{url}/queues/{queue_id}/next")
-    expect(ann.locator("h1.id")).to_have_text(top)
+    # Reviewers are spread over the queue: the item is one of the list's, not always its top.
+    top = ann.locator("h1.id").inner_text()
     expect(ann.locator("ol.review-options li")).to_have_count(4)
     expect(ann.locator("button.choice[data-key='5']")).to_contain_text("no correct option")
     ann.locator("body").press("2")

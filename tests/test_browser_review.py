@@ -157,6 +157,14 @@ def test_review_walkthrough(browser: Any, served: tuple[str, Settings], tmp_path
     # A second annotator agrees with the first vote (k = 2: it resolves).
     bob_ctx, bob, bob_problems = _password_sign_in(browser, url, "bob")
     bob.goto(f"{url}/queues/{queue_id}/next")
+    # Sent to an item nobody voted on yet; he opens ann's first one from the queue instead.
+    expect(bob.locator("h1.id")).not_to_have_text(voted[0][0])
+    expect(bob.locator("h1.id")).not_to_have_text(voted[1][0])
+    engine = make_engine(settings)
+    with transaction(session_factory(engine)) as session:
+        first_id = session.scalar(select(Instance.id).where(Instance.external_id == voted[0][0]))
+    engine.dispose()
+    bob.goto(f"{url}/queues/{queue_id}/items/{first_id}")
     expect(bob.locator("h1.id")).to_have_text(voted[0][0])
     _vote_by_key(bob, str(choices.index(voted[0][1]) + 1))
 

@@ -128,19 +128,20 @@ def test_k_unanimous_votes_resolve_and_adjudication_overrides(
 ) -> None:
     reviewer, rcsrf = _login(settings, "rita", "reviewer")
     qid = _make_queue(reviewer, rcsrf, overlap_k="2")
-    votes = {}
-    for name in ("ann", "bob"):
-        client, csrf = _login(settings, name, "annotator")
-        iid, version = _item_form(client, f"/queues/{qid}/next")
+    # Ann votes on her next item; bob, sent elsewhere (the item with fewer votes), opens
+    # hers and agrees.
+    ann, acsrf = _login(settings, "ann", "annotator")
+    iid, _ = _item_form(ann, f"/queues/{qid}/next")
+    bob, bcsrf = _login(settings, "bob", "annotator")
+    assert _item_form(bob, f"/queues/{qid}/next")[0] != iid
+    for client, csrf in ((ann, acsrf), (bob, bcsrf)):
+        _, version = _item_form(client, f"/queues/{qid}/items/{iid}")
         r = client.post(
             f"/queues/{qid}/items/{iid}/vote",
             data={"csrf_token": csrf, "value": "B", "version": version},
             follow_redirects=False,
         )
         assert r.status_code == 303
-        votes[name] = iid
-    assert votes["ann"] == votes["bob"]
-    iid = votes["ann"]
     with transaction(store.factory) as s:
         ext = s.scalar(select(Instance.external_id).where(Instance.id == iid))
     # Blind for the reviewer too, until a logged reveal.

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import BigInteger, ColumnElement, Subquery, case, cast, delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from app.attributes import attributes
@@ -307,32 +307,106 @@ def in_queue(session: Session, queue: ReviewQueue, instance_id: int) -> bool:
     return session.scalar(q) is not None
 
 
-def _skipped(session: Session, queue: ReviewQueue, user_id: int) -> set[int]:
-    q = select(QueueSkip.instance_id).where(
-        QueueSkip.queue_id == queue.id, QueueSkip.user_id == user_id
-    )
-    return set(session.scalars(q))
-
-
 def is_done(res: Resolution | None, k: int) -> bool:
     """Whether an item needs no more votes: adjudicated, or ``k`` standing votes."""
     return res is not None and (res.adjudication is not None or len(res.votes) >= k)
 
 
-def next_item(session: Session, queue: ReviewQueue, principal: Principal) -> int | None:
-    """The first item, in queue order, that ``principal`` may vote on next (or None).
+# Each reviewer takes the open items in an order of their own, a pseudo-random permutation
+# of the queue drawn from their user id, so reviewers working at once open different items (a
+# vote on an item that changed since it was opened is refused as stale) and one reviewer
+# asking again is sent to the same item. Integer arithmetic only (SQLite has no hash
+# function): x, a multiplicative hash of the item shifted by the user's, then x squared
+# modulo a prime; squaring makes the orders of different users unrelated (with a shift alone
+# they would all walk one ring and catch up with each other). Operands stay below 2**63.
+_PRIME = 2**31 - 1
+_ITEM_MIX = 1_327_217_885  # round(2**31 / golden ratio): consecutive ids land far apart
+_USER_MIX = 1_103_515_245  # any other constant in (0, _PRIME) would do
 
-    That is an item they have neither voted on nor skipped and that still needs votes.
+
+def _spread_key(user_id: int) -> ColumnElement[int]:
+    """The place of a queue item in ``user_id``'s own order (smallest first)."""
+    shift = (user_id % _PRIME) * _USER_MIX % _PRIME
+    item = cast(QueueItem.instance_id, BigInteger) % _PRIME
+    x = (item * _ITEM_MIX + shift) % _PRIME
+    return (x * x) % _PRIME
+
+
+def _standing_votes(queue: ReviewQueue, name: str) -> Subquery:
+    """Per voted item of ``queue``: standing votes ``n`` and whether one is ``name``'s (``mine``).
+
+    A standing vote is an author's latest vote when it is not a withdrawal, as in
+    :func:`app.services.resolution.resolve`.
     """
-    states = resolutions(session, queue)
-    skipped = _skipped(session, queue, principal.user_id)
-    for iid in item_ids(session, queue):
-        res = states.get(iid)
-        if iid in skipped or (res is not None and principal.name in res.votes):
-            continue
-        if not is_done(res, queue.overlap_k):
-            return iid
-    return None
+    members = select(QueueItem.instance_id).where(QueueItem.queue_id == queue.id)
+    latest = (
+        select(func.max(LabelEvent.id))
+        .where(
+            LabelEvent.instance_id.in_(members),
+            LabelEvent.label_name == queue.label_name,
+            LabelEvent.source == VOTE,
+        )
+        .group_by(LabelEvent.instance_id, LabelEvent.author)
+    )
+    return (
+        select(
+            LabelEvent.instance_id.label("instance_id"),
+            func.count().label("n"),
+            func.max(case((LabelEvent.author == name, 1), else_=0)).label("mine"),
+        )
+        .where(LabelEvent.id.in_(latest), LabelEvent.value.is_not(None))
+        .group_by(LabelEvent.instance_id)
+        .subquery()
+    )
+
+
+def next_item(session: Session, queue: ReviewQueue, principal: Principal) -> int | None:
+    """The item ``principal`` should vote on next (or None when none is left to them).
+
+    Offered: an item of the queue they have neither voted on (a withdrawn vote does not
+    count) nor skipped, that is not adjudicated and has fewer than ``overlap_k`` standing
+    votes. Of those, one with the fewest votes, so reviewers spread over the queue instead of
+    racing for the same item; among equals, the first in the reviewer's own order of the
+    queue (:func:`_spread_key`), so two reviewers asking at once are sent to different items,
+    and one reviewer asking again (after an undo, a reload) is sent to the same one. The
+    queue's own order (a ranking, for a queue built from one) only breaks ties.
+
+    One statement with ``LIMIT 1``: the votes are counted in SQL, nothing per item is loaded.
+    """
+    standing = _standing_votes(queue, principal.name)
+    votes = func.coalesce(standing.c.n, 0)
+    adjudicated = (
+        select(LabelEvent.id)
+        .where(
+            LabelEvent.instance_id == QueueItem.instance_id,
+            LabelEvent.label_name == queue.label_name,
+            LabelEvent.source == ADJUDICATION,
+        )
+        .exists()
+    )
+    skipped = (
+        select(QueueSkip.id)
+        .where(
+            QueueSkip.queue_id == queue.id,
+            QueueSkip.instance_id == QueueItem.instance_id,
+            QueueSkip.user_id == principal.user_id,
+        )
+        .exists()
+    )
+    q = (
+        select(QueueItem.instance_id)
+        .outerjoin(standing, standing.c.instance_id == QueueItem.instance_id)
+        .where(
+            QueueItem.queue_id == queue.id,
+            func.coalesce(standing.c.mine, 0) == 0,
+            votes < queue.overlap_k,
+            ~adjudicated,
+            ~skipped,
+        )
+        .order_by(votes, _spread_key(principal.user_id), QueueItem.position)
+        .limit(1)
+    )
+    return session.scalar(q)
 
 
 def progress(session: Session, queue: ReviewQueue) -> Progress:
