@@ -184,6 +184,12 @@ def test_review_walkthrough(browser: Any, served: tuple[str, Settings], tmp_path
     expect(rita.locator("#adjudicate-form")).to_be_visible()
     rita.goto(f"{url}/queues/{queue_id}")
     expect(rita.locator("#complete")).to_have_text("2")
+    # The metrics comparison is loaded after the page (htmx) and replaces its link.
+    section = rita.locator("#before-accept")
+    expect(section.locator("table.compare tbody tr")).not_to_have_count(0)
+    expect(section.locator("#comparison-link")).to_have_count(0)
+    expect(section).to_contain_text(f"2 items of {BENCH} change label")
+    expect(section.locator("table.compare")).to_contain_text(REWARD)
     rita.screenshot(path=str(SHOTS / "appellate-review-queue.png"), full_page=True)
 
     # The defect report lists both changes with their reasons and tag counts.

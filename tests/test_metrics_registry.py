@@ -194,7 +194,7 @@ def test_api_body_is_typed_from_the_registry(client: TestClient) -> None:
 def test_queue_table_shows_the_headline_metrics(store: Store, settings: Settings) -> None:
     assert [m.name for m in HEADLINE_METRICS] == ["auroc", "brier"]  # the table before the registry
     reviewer, csrf = _login(settings, "rita", "reviewer")
-    page = reviewer.get(f"/queues/{_make_queue(reviewer, csrf)}").text
+    page = reviewer.get(f"/queues/{_make_queue(reviewer, csrf)}/comparison").text
     section = re.search(r'<section class="before-accept".*?</section>', page, re.S)
     assert section is not None
     header = "".join(

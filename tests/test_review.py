@@ -160,12 +160,14 @@ def test_k_unanimous_votes_resolve_and_adjudication_overrides(
     assert r.status_code == 303
     state = reviewer.get(f"/api/queues/{qid}/items/{iid}").json()
     assert state["resolved"] == "A" and state["rule"] == "adjudication"
-    # The queue page shows agreement and what the adjudication does to the metrics.
+    # The queue page shows agreement, and its comparison what the adjudication does to the
+    # metrics.
     page = reviewer.get(f"/queues/{qid}").text
     assert 'id="alpha"' in page and "ann · bob" in page
+    comparison = reviewer.get(f"/queues/{qid}/comparison").text
     original = next(p.reference[-1] for p in f.PAIRS if p.external_id == ext)
     changed = 0 if original == "A" else 1
-    assert f"{changed} item{'' if changed == 1 else 's'} of {f.PAIRWISE} change label" in page
+    assert f"{changed} item{'' if changed == 1 else 's'} of {f.PAIRWISE} change label" in comparison
 
 
 def test_assignment_limits_who_may_work(store: Store, settings: Settings) -> None:

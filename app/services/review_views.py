@@ -23,10 +23,14 @@ from app.errors import AppellateError, InvalidInput
 from app.ingest.choices import option_letters
 from app.services import queues
 from app.services.benchmarks import get_benchmark
+from app.services.cache import VersionedCache
 from app.services.comments import thread
+from app.services.facets import benchmark_facets, version_key
 from app.services.instances import other_fields, text_fields
 from app.services.labels import label_names
+from app.services.metric_results import computes_inline, labelled_count
 from app.services.metrics_compare import MetricsComparison, compare_metrics
+from app.services.metrics_query import MetricsQuery
 from app.services.queue_agreement import queue_agreement
 from app.services.queue_sources import check_source
 from app.services.resolution import Resolution
@@ -93,10 +97,10 @@ class QueueItemRow:
 
 @dataclass(frozen=True)
 class QueuePage:
-    """A queue's page; the item states, agreement and comparison are for reviewers only.
+    """A queue's page; the item states and agreement are for reviewers only.
 
-    ``comparison_note`` says why there is no comparison (a label set that is not binary, or
-    one no detector scores).
+    Everything here is proportional to the queue. The metrics comparison reads the whole
+    benchmark, so the page loads it apart (:func:`queue_comparison`).
     """
 
     queue: ReviewQueue
@@ -105,8 +109,6 @@ class QueuePage:
     assignees: list[str]
     items: list[QueueItemRow]
     agreement: dict[str, Any] | None = None
-    comparison: MetricsComparison | None = None
-    comparison_note: str = ""
 
 
 def queue_page(session: Session, queue_id: int, principal: Principal) -> QueuePage:
@@ -129,8 +131,68 @@ def queue_page(session: Session, queue_id: int, principal: Principal) -> QueuePa
         return QueuePage(queue, bench, progress, people, items=[])
     items = _item_rows(session, queue)
     agreement = queue_agreement(session, queue, resamples=REVIEW_RESAMPLES)
-    comparison, note = _before_accepting(session, bench, queue)
-    return QueuePage(queue, bench, progress, people, items, agreement, comparison, note)
+    return QueuePage(queue, bench, progress, people, items, agreement)
+
+
+@dataclass(frozen=True)
+class QueueComparison:
+    """A queue's "before you accept" section: metrics on the original vs the resolved labels.
+
+    ``comparison`` is None when there is none: ``note`` says why (a label set that is not
+    binary, or one no detector scores), or ``deferred`` is set: the benchmark has ``labelled``
+    items, more than the ``limit`` a request computes, and the metrics page computes both
+    sides as jobs instead.
+    """
+
+    queue: ReviewQueue
+    bench: Benchmark
+    comparison: MetricsComparison | None = None
+    comparison_note: str = ""
+    deferred: bool = False
+    labelled: int = 0
+    limit: int = 0
+
+
+# Comparisons by benchmark version: every vote bumps data_version, so a cached one is current.
+# Sixteen covers the queues reviewers keep open; each holds a few metric rows per detector.
+COMPARISON_CACHE = VersionedCache(maxsize=16)
+
+
+def queue_comparison(
+    session: Session,
+    queue_id: int,
+    principal: Principal,
+    *,
+    limit: int,
+    facets_cache: VersionedCache | None = None,
+) -> QueueComparison:
+    """The metrics comparison of a queue's label set, when the benchmark is small enough.
+
+    A benchmark with at most ``limit`` labelled items (the metrics page's inline limit, see
+    :func:`app.services.metric_results.computes_inline`) is compared here, once per data
+    version; a bigger one is not computed in the request (``deferred``).
+
+    Raises
+    ------
+    NotFound
+        No such queue.
+    NotAssigned
+        ``principal`` may not work in it.
+
+    """
+    queue = queues.get_queue_for(session, queue_id, principal)
+    bench = session.get(Benchmark, queue.benchmark_id)
+    assert bench is not None
+    facets = benchmark_facets(session, bench, facets_cache)
+    query = MetricsQuery(bench.name, queue.label_name, k=queue.overlap_k)
+    labelled = labelled_count(facets, queue.label_name)
+    if not computes_inline(facets, query, limit):
+        return QueueComparison(queue, bench, deferred=True, labelled=labelled, limit=limit)
+    key = ("queue-comparison", *version_key(bench), queue.label_name, queue.overlap_k)
+    comparison, note = COMPARISON_CACHE.get_or_compute(
+        key, lambda: _before_accepting(session, bench, queue)
+    )
+    return QueueComparison(queue, bench, comparison, note, labelled=labelled, limit=limit)
 
 
 def _before_accepting(

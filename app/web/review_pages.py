@@ -31,7 +31,7 @@ from app.services.users import Principal
 from app.store import Store
 from app.tables import Role
 from app.web.auth import Annotator, RequireReviewer, Reviewer
-from app.web.deps import StoreDep
+from app.web.deps import ReadCache, StoreDep
 from app.web.params import DbCount, DbId
 from app.web.responses import redirect_after_post
 from app.web.routers import json_router, page_router
@@ -129,6 +129,27 @@ def queue_page(
         page = review_views.queue_page(session, queue_id, principal)
     # The template names the page's fields (queue, bench, progress, items, agreement, ...).
     return render(request, "queue.html", vars(page))
+
+
+@router.get("/queues/{queue_id}/comparison", response_class=HTMLResponse)
+def queue_comparison(
+    request: Request, queue_id: DbId, store: StoreDep, cache: ReadCache, principal: Reviewer
+) -> HTMLResponse:
+    """Metrics on the original vs the resolved labels: the section the queue page loads.
+
+    A page of its own without JavaScript; htmx swaps the section into the queue page.
+    """
+    with transaction(store.factory) as session:
+        section = review_views.queue_comparison(
+            session,
+            queue_id,
+            principal,
+            limit=store.settings.metrics_inline_items,
+            facets_cache=cache,
+        )
+    return render(
+        request, "queue_comparison.html", vars(section), fragment="_queue_comparison.html"
+    )
 
 
 @router.post("/queues/{queue_id}/assignees", dependencies=[RequireReviewer])
