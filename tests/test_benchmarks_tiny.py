@@ -155,6 +155,21 @@ def test_ranker_metrics_bench() -> None:
     assert report["max_abs_diff_vs_sklearn"] < 1e-9
 
 
+def test_metrics_job_bench_times_the_cold_computation_against_a_base() -> None:
+    databases = ",".join(DIALECTS)
+    report = run_bench(
+        "metrics_job_bench.py", "--n", 200, "--databases", databases, "--resamples", 20,
+        "--rounds", 2, "--base", "HEAD",
+    )  # fmt: skip
+    assert set(report["results"]) == set(DIALECTS)
+    for result in report["results"].values():
+        assert result["import"]["instances"] == 200
+        for tree in ("current", "base"):
+            assert len(result[tree]["cpu_s_runs"]) == 2 and result[tree]["cpu_s"] > 0
+        assert result["cpu_ratio_base_over_current"] > 0
+        assert result["max_abs_difference_vs_base"] < 1e-9
+
+
 def test_slice_metrics_bench_point_values_equal() -> None:
     report = run_bench("slice_metrics_bench.py", "--resamples", 20, "--rounds", 2)
     assert report["point_values_equal"] is True

@@ -165,10 +165,12 @@ def load_labelled(
         raise NotFound(f"benchmark {bench.name!r} has {what} {label!r}")
     # Columns, then the target's code of each distinct value (a handful), not of each row.
     ids, external_ids, groups, values, *slice_column = (list(c) for c in zip(*rows, strict=True))
-    target = binary_target(label, set(values), positive)
-    code = {v: target.encode(v) for v in set(values)}
-    encoded = np.array([code[v] for v in values], dtype=object)
-    kept = encoded != None  # noqa: E711 (elementwise comparison of an object array)
+    distinct = set(values)
+    target = binary_target(label, distinct, positive)
+    # -1 for a value of neither class; straight into bytes, no array of Python objects.
+    code = {v: -1 if (c := target.encode(v)) is None else c for v in distinct}
+    encoded = np.fromiter(map(code.__getitem__, values), dtype=np.int8, count=len(values))
+    kept = encoded >= 0
     every = len(values)
     if not kept.all():
         where = np.flatnonzero(kept).tolist()
@@ -183,7 +185,7 @@ def load_labelled(
         external_ids=external_ids,
         groups=groups,
         values=values,
-        y=encoded[kept].astype(np.int8),
+        y=encoded[kept],
         slices=None if slice_field is None else [slice_text(v) for v in slice_column[0]],
         excluded=every - len(values),
     )
