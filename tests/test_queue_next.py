@@ -1,9 +1,10 @@
 """Which item a reviewer is sent to next: spread over the queue, never one they are done with.
 
-On both databases: reviewers asking at once are sent to different items; items with fewer
-votes come first; nobody is offered an item they voted on (unless they withdrew the vote) or
-skipped, nor one that is adjudicated or already has ``overlap_k`` votes; and after any mix of
-votes, withdrawals, skips and adjudications the offered item is one the resolution rules
+On both databases: reviewers asking at once are sent to different items; the queue's order is
+followed a window at a time, and in a window items with fewer votes come first; nobody is
+offered an item they voted on (unless they withdrew the vote) or skipped, nor one that is
+adjudicated or already has ``overlap_k`` votes; and after any mix of votes, withdrawals, skips
+and adjudications the offered item is one the resolution rules
 (:func:`app.services.queues.resolutions`) say still needs this reviewer's vote.
 """
 
@@ -185,7 +186,11 @@ def test_the_offered_item_agrees_with_the_resolution_rules(
             assert not eligible
             continue
         assert offered in eligible
-        assert eligible[offered] == min(eligible.values())
+        # The earliest window with an eligible item; in it, the fewest votes.
+        window = {i: setup.items.index(i) // queues.SPREAD_WINDOW for i in eligible}
+        first = min(window.values())
+        assert window[offered] == first
+        assert eligible[offered] == min(v for i, v in eligible.items() if window[i] == first)
         action = rng.random()
         if action < 0.6:
             _write(factory, setup, name, offered, rng.choice("AB"))
@@ -197,3 +202,19 @@ def test_the_offered_item_agrees_with_the_resolution_rules(
                 queues.undo_last_vote(session, _queue(session, setup), who)
         else:
             _write(factory, setup, "rita", offered, rng.choice("AB"), kind=ADJUDICATION)
+
+
+def test_the_queue_order_is_followed_a_window_at_a_time(
+    factory: sessionmaker[Session], setup: Setup
+) -> None:
+    """A ranked queue's most suspect items come first: spreading stays inside a window."""
+    assert N_ITEMS > queues.SPREAD_WINDOW
+    window = set(setup.items[: queues.SPREAD_WINDOW])
+    assert all(_next(factory, setup, name) in window for name in NAMES)
+    # Ann votes through the first window, then goes on in queue order to the rest.
+    order = []
+    while (item := _next(factory, setup, "ann")) is not None:
+        order.append(item)
+        _write(factory, setup, "ann", item, "A")
+    assert set(order[: queues.SPREAD_WINDOW]) == window
+    assert set(order[queues.SPREAD_WINDOW :]) == set(setup.items) - window

@@ -324,6 +324,10 @@ _ITEM_MIX = 1_327_217_885  # round(2**31 / golden ratio): consecutive ids land f
 _USER_MIX = 1_103_515_245  # any other constant in (0, _PRIME) would do
 
 
+SPREAD_WINDOW = 32
+"""Queue positions reviewers are spread over at a time (more than a team votes on at once)."""
+
+
 def _spread_key(user_id: int) -> ColumnElement[int]:
     """The place of a queue item in ``user_id``'s own order (smallest first)."""
     shift = (user_id % _PRIME) * _USER_MIX % _PRIME
@@ -365,11 +369,12 @@ def next_item(session: Session, queue: ReviewQueue, principal: Principal) -> int
 
     Offered: an item of the queue they have neither voted on (a withdrawn vote does not
     count) nor skipped, that is not adjudicated and has fewer than ``overlap_k`` standing
-    votes. Of those, one with the fewest votes, so reviewers spread over the queue instead of
-    racing for the same item; among equals, the first in the reviewer's own order of the
-    queue (:func:`_spread_key`), so two reviewers asking at once are sent to different items,
-    and one reviewer asking again (after an undo, a reload) is sent to the same one. The
-    queue's own order (a ranking, for a queue built from one) only breaks ties.
+    votes. The queue's order (a ranking, for a queue built from one) is followed a window of
+    :data:`SPREAD_WINDOW` items at a time, so the most suspect items are reviewed first; in
+    the window, one with the fewest votes, so reviewers spread instead of racing for the same
+    item (the second vote on it would be stale: 409); among equals, the first in the
+    reviewer's own order (:func:`_spread_key`), so two reviewers asking at once are sent to
+    different items, and one reviewer asking again (after an undo, a reload) to the same one.
 
     One statement with ``LIMIT 1``: the votes are counted in SQL, nothing per item is loaded.
     """
@@ -403,7 +408,12 @@ def next_item(session: Session, queue: ReviewQueue, principal: Principal) -> int
             ~adjudicated,
             ~skipped,
         )
-        .order_by(votes, _spread_key(principal.user_id), QueueItem.position)
+        .order_by(
+            QueueItem.position // SPREAD_WINDOW,
+            votes,
+            _spread_key(principal.user_id),
+            QueueItem.position,
+        )
         .limit(1)
     )
     return session.scalar(q)
