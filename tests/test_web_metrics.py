@@ -242,6 +242,10 @@ def test_ids_and_reasons_are_escaped(client: TestClient, factory: sessionmaker[S
         inst = session.get(Instance, flipped.items[0].instance_id)
         assert inst is not None
         inst.external_id = evil
+        # Any write to an instance bumps the versions; the ranked list kept above (which holds
+        # the old id) is then never served again.
+        bench = session.scalars(select(Benchmark).where(Benchmark.name == "judgebench")).one()
+        bump_data_version(session, bench)
     r = client.get(
         "/benchmarks/judgebench/disagreements",
         params={"detector": O1_MINI_JUDGE, "mode": "judge-orders"},
