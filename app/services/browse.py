@@ -20,7 +20,7 @@ from typing_extensions import TypedDict  # pydantic needs this one before Python
 
 from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
-from app.services.facets import BenchmarkFacets, benchmark_facets, version_key
+from app.services.facets import BenchmarkFacets, benchmark_facets, evidence_key
 from app.services.instance_filter import (
     InstanceFilter,
     filter_conditions,
@@ -30,6 +30,7 @@ from app.services.instance_filter import (
 from app.services.instance_sort import TableSort, ordering, resolve_sort, sort_key
 from app.services.labels import is_original
 from app.services.payload_fields import PREVIEW_FIELD, payload_text, preview
+from app.services.table_order import external_ids, kept_order
 from app.tables import Instance, Judgment, LabelEvent, Order, Score
 
 MAX_PAGE_SIZE = 500
@@ -158,19 +159,24 @@ def benchmark_view(
     elif cache is None:
         total = count()
     else:
-        total = cache.get_or_compute(("count", *version_key(bench), flt), count)
+        total = cache.get_or_compute(("count", *evidence_key(bench), flt), count)
     if sort.is_default:
         starts = None
         if cache is not None and (page - 1) * page_size >= DEEP_OFFSET:
             # Built before plan_for_one_page: numbering every match wants a sort on PostgreSQL.
             starts = cache.get_or_compute(
-                ("page_starts", *version_key(bench), flt, page_size),
+                ("page_starts", *evidence_key(bench), flt, page_size),
                 lambda: _page_starts(session, facets, flt, dialect, page_size),
             )
         plan_for_one_page(session)
         keys = _page_keys(session, conds, page, page_size, starts)
     else:
-        keys = _sorted_page_keys(session, conds, sort_key(facets, sort), sort, page, page_size)
+        key = sort_key(facets, sort)
+        order = kept_order(session, bench, facets, flt, sort, conds, key, cache)
+        if order is None:
+            keys = _sorted_page_keys(session, conds, key, sort, page, page_size)
+        else:
+            keys = external_ids(session, order[(page - 1) * page_size : page * page_size])
     # Rows are built from typed columns above; validating 50 nested dicts again would cost
     # as much as reading them.
     table = InstancePage.model_construct(

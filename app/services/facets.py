@@ -138,6 +138,16 @@ def version_key(bench: Benchmark) -> tuple[int, int, str]:
     return (bench.id, bench.data_version, bench.created_at.isoformat())
 
 
+def evidence_key(bench: Benchmark) -> tuple[int, tuple[str, int], str]:
+    """What cached reads of ``bench``'s evidence and original labels depend on.
+
+    Like :func:`version_key`, with the ``evidence_version``, which review events (votes,
+    adjudications, withdrawals) leave alone: the instance table, its facets and filters read
+    original labels only, so a vote does not make them scan a big benchmark again.
+    """
+    return (bench.id, ("evidence", bench.evidence_version), bench.created_at.isoformat())
+
+
 # The summary's fields that are the benchmark row's own columns.
 _BENCHMARK_COLUMNS = ("name", "kind", "description", "source", "licence", "data_version")
 
@@ -163,8 +173,13 @@ def benchmark_facets(
     """
     if cache is None:
         return _compute_facets(session, bench)
-    key = ("facets", *version_key(bench))
-    return cache.get_or_compute(key, lambda: _compute_facets(session, bench))
+    key = ("facets", *evidence_key(bench))
+    facets = cache.get_or_compute(key, lambda: _compute_facets(session, bench))
+    if facets.summary.data_version != bench.data_version:
+        # Kept across review events, which change only the summary's data version.
+        summary = facets.summary.model_copy(update={"data_version": bench.data_version})
+        facets = facets.model_copy(update={"summary": summary})
+    return facets
 
 
 def describe_benchmark(

@@ -89,6 +89,11 @@ class TableSort(BaseModel):
         return self == TableSort()
 
     @property
+    def never_null(self) -> bool:
+        """Whether every row has a value of this sort's field (ids and groups do)."""
+        return self.field in (SortField.external_id, SortField.group)
+
+    @property
     def param(self) -> str | None:
         """The ``sort`` query parameter, ``None`` for the default order (left out of URLs)."""
         return None if self.is_default else str(self)
@@ -203,9 +208,19 @@ def beyond(
     descending: bool,
     *,
     backwards: bool = False,
+    nullable: bool = True,
 ) -> ColumnElement[bool]:
-    """Rows after (``backwards``: before) row (``value``, ``instance_id``) in :func:`ordering`."""
+    """Rows after (``backwards``: before) row (``value``, ``instance_id``) in :func:`ordering`.
+
+    A key that is never null (``nullable=False``) gets no null branch, and the rows are
+    bounded by ``key >= value`` (or ``<=``) besides: an index on the key then starts its walk
+    at ``value`` instead of filtering every row before it (0.7 s at a million instances).
+    """
     later_id = Instance.id < instance_id if backwards else Instance.id > instance_id
+    if not nullable and value is not None:
+        after = key >= value if backwards == descending else key <= value
+        later_key = key > value if backwards == descending else key < value
+        return and_(after, or_(later_key, and_(key == value, later_id)))
     if value is None:
         # Nulls come last: before a null come every non-null and the nulls of smaller id.
         if backwards:

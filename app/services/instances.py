@@ -27,7 +27,8 @@ from app.services.instance_filter import (
 from app.services.instance_sort import TableSort, beyond, ordering, resolve_sort, sort_key
 from app.services.payload_fields import SHOWN_APART, SLICE_FIELDS, TEXT_FIELDS
 from app.services.resolution import fold, latest_events
-from app.tables import Detector, Instance, Judgment, LabelEvent, Order, Score
+from app.services.table_order import external_ids, kept_order, neighbour_ids
+from app.tables import Benchmark, Detector, Instance, Judgment, LabelEvent, Order, Score
 
 _ORDER_RANK = {Order.AB.value: 0, Order.BA.value: 1, Order.AB_REPEAT.value: 2}
 
@@ -289,7 +290,7 @@ def instance_detail(
         ScoreView(detector=name, kind=kind, score=score, details=details, created_at=created_at)
         for name, kind, score, details, created_at in conn.execute(_SCORES, by_instance)
     ]
-    previous, following = _neighbours(session, facets, flt, sort, inst.id)
+    previous, following = _neighbours(session, bench, facets, flt, sort, inst.id, cache)
     return InstanceDetail(
         benchmark=bench.name,
         kind=bench.kind,
@@ -308,15 +309,22 @@ def instance_detail(
 
 def _neighbours(
     session: Session,
+    bench: Benchmark,
     facets: BenchmarkFacets,
     flt: InstanceFilter,
     sort: TableSort,
     instance_id: int,
+    cache: VersionedCache | None,
 ) -> tuple[str | None, str | None]:
     """External ids before and after instance ``instance_id`` in the filtered, sorted table."""
     conn = session.connection()
     conds = filter_conditions(facets, flt, session.get_bind().dialect.name)
     key = sort_key(facets, sort)
+    order = kept_order(session, bench, facets, flt, sort, conds, key, cache)
+    if order is not None and (around := neighbour_ids(order, instance_id)) is not None:
+        found_ids = [i for i in around if i is not None]
+        by_id = dict(zip(found_ids, external_ids(session, found_ids), strict=True))
+        return tuple(None if i is None else by_id[i] for i in around)  # type: ignore[return-value]
     value = conn.scalar(select(key).where(Instance.id == instance_id))
     if sort.is_default:
         plan_for_one_page(session)
@@ -326,7 +334,15 @@ def _neighbours(
             conn.scalar(
                 select(Instance.external_id)
                 .where(
-                    *conds, beyond(key, value, instance_id, sort.descending, backwards=backwards)
+                    *conds,
+                    beyond(
+                        key,
+                        value,
+                        instance_id,
+                        sort.descending,
+                        backwards=backwards,
+                        nullable=not sort.never_null,
+                    ),
                 )
                 .order_by(*ordering(key, sort.descending, backwards=backwards))
                 .limit(1)
