@@ -14,8 +14,10 @@ from sqlalchemy import select
 
 from app.db import transaction
 from app.errors import AppellateError
+from app.services.benchmarks import get_benchmark
 from app.services.browse import benchmark_view
 from app.services.cache import VersionedCache
+from app.services.facets import benchmark_facets, facets_kept, keep_facets
 from app.services.instance_filter import InstanceFilter
 from app.settings import Settings
 from app.store import Store
@@ -68,6 +70,15 @@ def warm_up(
             if stop.is_set():
                 return
             try:
+                with transaction(store.factory) as session:
+                    bench = get_benchmark(session, name)
+                    facets = benchmark_facets(session, bench, cache)
+                    kept = facets_kept(session, bench)
+                if not kept:
+                    # Kept in the store, in a short write of its own (read above, beside other
+                    # writers), so the next start reads them instead of scanning.
+                    with transaction(store.write_factory) as session:
+                        keep_facets(session, bench, facets)
                 with transaction(store.factory) as session:
                     benchmark_view(
                         session,

@@ -553,6 +553,25 @@ class MetricResult(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
+class FacetResult(Base):
+    """A benchmark's facets as computed, kept per evidence version (issue 14).
+
+    Facets (counts, label sets and values, judges, scored detectors, slices) read evidence and
+    original labels only, so ``evidence_version`` names them; ``facets`` is their JSON
+    (``app.services.facets``). Kept so that a server starting on a big benchmark reads them
+    instead of scanning it (several seconds at a million instances).
+    """
+
+    __tablename__ = "facet_results"
+    __table_args__ = (UniqueConstraint("benchmark_id", "evidence_version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id", ondelete="CASCADE"))
+    evidence_version: Mapped[int] = mapped_column(Integer)
+    facets: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+
+
 class DisagreementResult(Base):
     """A disagreement query's whole ranked list, kept per query and data version (issue 14).
 

@@ -1,25 +1,38 @@
 """What a benchmark holds: counts, label sets and their values, judges, scored detectors, slices.
 
-These scans cost a few hundred milliseconds on 100,000 instances, so they are memoised per
-``(benchmark id, data_version)`` when a cache is given.
+These scans cost a few hundred milliseconds on 100,000 instances and several seconds on a
+million, so they are memoised per ``(benchmark id, evidence_version)`` when a cache is given,
+and kept in the store (``facet_results``) by :func:`keep_facets`, which the server's start-up
+warm-up calls: a restarted server reads them instead of scanning.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from app.attributes import attributes
+from app.dialect_insert import dialect_insert
 from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
 from app.services.flips import is_two_order_judge
 from app.services.labels import is_latest_original
 from app.services.payload_fields import SLICE_FIELDS, payload_text
-from app.tables import Benchmark, Detector, Instance, Judgment, LabelEvent, Order, Score
+from app.tables import (
+    Benchmark,
+    Detector,
+    FacetResult,
+    Instance,
+    Judgment,
+    LabelEvent,
+    Order,
+    Score,
+)
 
 FLIP_PREFIX = "flip:"
 # Slice fields are discovered on the first rows of a benchmark (importers write the same
@@ -174,12 +187,87 @@ def benchmark_facets(
     if cache is None:
         return _compute_facets(session, bench)
     key = ("facets", *evidence_key(bench))
-    facets = cache.get_or_compute(key, lambda: _compute_facets(session, bench))
+    facets = cache.get_or_compute(
+        key, lambda: stored_facets(session, bench) or _compute_facets(session, bench)
+    )
     if facets.summary.data_version != bench.data_version:
         # Kept across review events, which change only the summary's data version.
         summary = facets.summary.model_copy(update={"data_version": bench.data_version})
         facets = facets.model_copy(update={"summary": summary})
     return facets
+
+
+def stored_facets(session: Session, bench: Benchmark) -> BenchmarkFacets | None:
+    """The facets kept for ``bench``'s current evidence version, if any."""
+    text = session.scalar(
+        select(FacetResult.facets).where(
+            FacetResult.benchmark_id == bench.id,
+            FacetResult.evidence_version == bench.evidence_version,
+        )
+    )
+    if text is None:
+        return None
+    facets = _facets_from_json(text)
+    if facets.summary.data_version == bench.data_version:
+        return facets
+    summary = facets.summary.model_copy(update={"data_version": bench.data_version})
+    return facets.model_copy(update={"summary": summary})
+
+
+def facets_kept(session: Session, bench: Benchmark) -> bool:
+    """Whether facets of ``bench``'s current evidence version are in the store."""
+    found = session.scalar(
+        select(FacetResult.id).where(
+            FacetResult.benchmark_id == bench.id,
+            FacetResult.evidence_version == bench.evidence_version,
+        )
+    )
+    return found is not None
+
+
+def keep_facets(session: Session, bench: Benchmark, facets: BenchmarkFacets) -> None:
+    """Store ``facets``, computed on ``bench`` as loaded (its evidence version names them).
+
+    One ``INSERT ... ON CONFLICT DO NOTHING`` (two processes warming up side by side both
+    succeed); facets of older evidence versions go. ``bench`` may come from an earlier read
+    transaction: facets of a version that has since been superseded are never read.
+    """
+    session.execute(
+        delete(FacetResult).where(
+            FacetResult.benchmark_id == bench.id,
+            FacetResult.evidence_version < bench.evidence_version,
+        )
+    )
+    session.execute(
+        dialect_insert(session, FacetResult)
+        .values(
+            benchmark_id=bench.id,
+            evidence_version=bench.evidence_version,
+            facets=_facets_to_json(facets),
+        )
+        .on_conflict_do_nothing(index_elements=["benchmark_id", "evidence_version"])
+    )
+
+
+def _facets_to_json(facets: BenchmarkFacets) -> str:
+    # Detector ids are left out of the models' dumps (they are not shown): kept beside them.
+    return json.dumps(
+        {
+            "facets": facets.model_dump(mode="json"),
+            "judge_ids": [j.id for j in facets.judges],
+            "detector_ids": [d.id for d in facets.scored_detectors],
+        }
+    )
+
+
+def _facets_from_json(text: str) -> BenchmarkFacets:
+    kept = json.loads(text)
+    data = kept["facets"]
+    for judge, judge_id in zip(data["judges"], kept["judge_ids"], strict=True):
+        judge["id"] = judge_id
+    for detector, detector_id in zip(data["scored_detectors"], kept["detector_ids"], strict=True):
+        detector["id"] = detector_id
+    return BenchmarkFacets.model_validate(data)
 
 
 def describe_benchmark(
