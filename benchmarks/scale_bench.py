@@ -5,7 +5,10 @@ For each size N (``--sizes``) and database (``--databases``): a fresh store, N p
 imported with ``import_table``, a review queue on the first items, the app served by uvicorn in
 a subprocess and signed in through ``/login``. Then, in this order:
 
-- ``first_table_request``: the instance table, the first benchmark request after start-up;
+- ``first_table_request``: the instance table in its own order, the first benchmark request
+  after start-up (the issue's measure), then ``first_sorted_request``: the first page sorted by
+  a score (a benchmark of at least ``table_order.KEEP_ORDER_FROM`` instances reads the whole
+  order once here; the warm table pages below are slices of it);
 - ``metrics_cold``: the metrics page, its first request, and ``metrics_cold_until_ready``: wall
   and server CPU time until the page shows numbers (above ``APPELLATE_METRICS_INLINE_ITEMS``
   labelled items a ``compute_metrics`` job computes them, run by the job worker started beside
@@ -154,8 +157,10 @@ def measure(settings: Settings, n: int, queue_id: int, args: argparse.Namespace)
             out["rss_mib_after_start"] = server_rss_mib(pids)
             size = settings.page_size
             pages: dict[str, Any] = {}
-            first = timed_get(client, page_url("table_first", n, queue_id, rng, size), pids)
+            first = timed_get(client, benchmark_url(BENCHMARK), pids)
             pages["first_table_request"] = summarise([first])
+            sorted_first = timed_get(client, page_url("table_first", n, queue_id, rng, size), pids)
+            pages["first_sorted_request"] = summarise([sorted_first])
             url = page_url("metrics_cold", n, queue_id, rng, size)
             cpu0, start = server_cpu_s(pids), time.perf_counter()
             cold = timed_get(client, url, pids)
