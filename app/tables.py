@@ -533,7 +533,9 @@ class MetricResult(Base):
 
     ``params_key`` hashes the request (label set, detectors, slice field, label mode, k,
     positive, resamples, seed) and the benchmark's creation time; with ``data_version`` it
-    names exactly the numbers a request would compute. ``report``, ``plots`` and ``figures``
+    names exactly the numbers a request would compute. ``data_version`` is the version the
+    numbers depend on (``app.services.metric_results.result_version``): the benchmark's
+    evidence version for original labels, its data version for resolved ones. ``report``, ``plots`` and ``figures``
     are JSON text (Python's float repr round-trips exactly; NaN stays NaN): the report's rows
     and intervals, the plot data drawn from, and the SVG as drawn.
     """

@@ -169,6 +169,27 @@ def test_a_data_change_computes_again_and_the_old_result_is_stale_until_then(
     assert versions == [old + 1]
 
 
+def test_a_review_event_keeps_original_label_results_and_stales_resolved_ones(
+    factory: sessionmaker[Session], client: TestClient, computed: list
+) -> None:
+    original = MetricsQuery("judgebench", resamples=R)
+    resolved = MetricsQuery("judgebench", resamples=R, labels="resolved", k=1)
+    assert client.get(PAGE).status_code == 200
+    assert client.get(PAGE + "&labels=resolved&k=1").status_code == 200
+    assert len(computed) == 2
+    with transaction(factory) as session:
+        bump_data_version(session, get_benchmark(session, "judgebench"), review=True)
+    with factory() as session:
+        bench = get_benchmark(session, "judgebench")
+        kept = stored_result(session, bench, original, cache=None)
+        assert kept is not None and kept.data_version == bench.evidence_version
+        assert stored_result(session, bench, resolved, cache=None) is None
+        assert stale_result(session, bench, resolved) is not None
+    # The original-label page is served as stored; the resolved one is computed again.
+    assert client.get(PAGE).status_code == 200 and len(computed) == 2
+    assert client.get(PAGE + "&labels=resolved&k=1").status_code == 200 and len(computed) == 3
+
+
 def test_the_cli_computes_directly_and_stores_for_the_pages(
     settings: Settings,
     monkeypatch: pytest.MonkeyPatch,

@@ -1,12 +1,14 @@
 """Materialised metrics: each request's report, plot data and drawn figures, kept in the store.
 
-A metrics request (:class:`~app.services.metrics_query.MetricsQuery`) on one data version of a
+A metrics request (:class:`~app.services.metrics_query.MetricsQuery`) on one version of a
 benchmark always computes the same numbers, so they are computed once and kept at two levels:
 this process's :data:`~app.services.metrics_query.METRICS_CACHE`, then the ``metric_results``
-table, which every server process and every restart reads. A write to the benchmark's labels,
-scores, predictions or instances bumps its ``data_version`` (the key of both levels,
-:func:`~app.services.labelled_items.data_key`), so a stored result is never served for data
-it was not computed on; the newest older one is still there to show, marked stale, while a
+table, which every server process and every restart reads. The version is
+:func:`result_version`: a request on original labels reads only the evidence, so it is keyed on
+the benchmark's ``evidence_version``, which votes and adjudications leave alone (a review
+session on a big benchmark does not recompute it after every vote); one on resolved labels is
+keyed on ``data_version``, which every write bumps. A stored result is never served for data it
+was not computed on; the newest older one is still there to show, marked stale, while a
 ``compute_metrics`` job computes the current one (:func:`compute_job`).
 
 Reports are stored as JSON text: Python's float repr round-trips every float exactly, so a
@@ -58,6 +60,7 @@ __all__ = [
     "query_from_params",
     "query_params",
     "result_key",
+    "result_version",
     "save_result",
     "stale_result",
     "stored_result",
@@ -139,13 +142,24 @@ def params_key(bench: Benchmark, query: MetricsQuery) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _cache_key(session: Session, bench: Benchmark, key: str) -> Hashable:
-    return ("metrics-result", *data_key(session, bench), key)
+def result_version(bench: Benchmark, query: MetricsQuery) -> int:
+    """The version of ``bench`` that ``query``'s numbers depend on (stored as ``data_version``).
+
+    ``evidence_version`` for original labels (review events leave the numbers as they are),
+    ``data_version`` for resolved ones. A request's ``params_key`` holds its label mode, so the
+    two counters never meet in one request's rows.
+    """
+    return bench.evidence_version if query.labels == "original" else bench.data_version
+
+
+def _cache_key(session: Session, bench: Benchmark, query: MetricsQuery, key: str) -> Hashable:
+    evidence = query.labels == "original"
+    return ("metrics-result", *data_key(session, bench, evidence=evidence), key)
 
 
 def result_key(session: Session, bench: Benchmark, query: MetricsQuery) -> Hashable:
-    """The in-process cache key of ``query`` on the benchmark's current data version."""
-    return _cache_key(session, bench, params_key(bench, query))
+    """The in-process cache key of ``query`` on the benchmark's current version."""
+    return _cache_key(session, bench, query, params_key(bench, query))
 
 
 def _jsonable(value: Any) -> Any:
@@ -184,14 +198,14 @@ def stored_result(
     Read from ``cache`` first, else from the table (and then kept in ``cache``).
     """
     key = params_key(bench, query)
-    ckey = _cache_key(session, bench, key)
+    ckey = _cache_key(session, bench, query, key)
     if cache is not None and (hit := cache.peek(ckey)) is not None:
         return hit  # type: ignore[no-any-return]
     row = session.scalar(
         select(MetricResult).where(
             MetricResult.benchmark_id == bench.id,
             MetricResult.params_key == key,
-            MetricResult.data_version == bench.data_version,
+            MetricResult.data_version == result_version(bench, query),
         )
     )
     if row is None:
@@ -209,7 +223,7 @@ def stale_result(session: Session, bench: Benchmark, query: MetricsQuery) -> Met
         .where(
             MetricResult.benchmark_id == bench.id,
             MetricResult.params_key == params_key(bench, query),
-            MetricResult.data_version < bench.data_version,
+            MetricResult.data_version < result_version(bench, query),
         )
         .order_by(MetricResult.data_version.desc())
         .limit(1)
@@ -267,7 +281,7 @@ def compute_result(
         benchmark_id=bench.id,
         params_key=params_key(bench, query),
         # The version read with the data: a write since then makes this result stale, not wrong.
-        data_version=bench.data_version,
+        data_version=result_version(bench, query),
         params=query_params(query),
         # Through JSON, so that this process serves what every other one reads from the store.
         report=json.loads(_dumps(report)),
@@ -390,7 +404,8 @@ def latest_compute_job(session: Session, bench: Benchmark, query: MetricsQuery) 
     )
     for job in candidates:
         params = job.params or {}
-        if params.get("params_key") == key and params.get("data_version") == bench.data_version:
+        current = params.get("data_version") == result_version(bench, query)
+        if params.get("params_key") == key and current:
             return None if job.status == JobStatus.done.value else job
     return None
 
@@ -403,7 +418,7 @@ def compute_job(session: Session, bench: Benchmark, query: MetricsQuery) -> Job:
     params = {
         "benchmark": bench.name,
         "params_key": params_key(bench, query),
-        "data_version": bench.data_version,
+        "data_version": result_version(bench, query),
         "query": query_params(query),
     }
     return jobs.enqueue(session, COMPUTE_METRICS_JOB, params)
