@@ -13,10 +13,14 @@ a subprocess and signed in through ``/login``. Then, in this order:
   and server CPU time until the page shows numbers (above ``APPELLATE_METRICS_INLINE_ITEMS``
   labelled items a ``compute_metrics`` job computes them, run by the job worker started beside
   the server unless ``--no-job-worker``);
+- ``disagreements_cold``: the first disagreements request (it ranks the list and stores it);
 - interleaved rounds (``--requests`` of them; the page order rotates each round) of the warm
   pages: ``table_first`` and ``table_deep`` (sorted by a detector's score, descending; deep:
   random pages in the back half), ``instance``, ``metrics_warm``, ``disagreements`` (threshold
   mode on one detector) and ``queue``.
+
+Then the server is stopped and started again on the same store (``after_restart``): the first
+table request, sorted table request, metrics page and disagreements page of the new process.
 
 Per page: p50/p95 wall time, server CPU per request (utime + stime of the server processes from
 ``/proc``, read before and after each request: the load of the machine barely moves it) and the
@@ -171,6 +175,10 @@ def measure(settings: Settings, n: int, queue_id: int, args: argparse.Namespace)
                 "wall_s": round(time.perf_counter() - start, 2),
                 "server_cpu_s": round(server_cpu_s(pids) - cpu0, 2),
             }
+            # The disagreement list is ranked and stored by its first request: timed apart, so
+            # the warm rounds below measure pages served from the kept list.
+            cold_list = timed_get(client, page_url("disagreements", n, queue_id, rng, size), pids)
+            pages["disagreements_cold"] = summarise([cold_list])
             out["rss_mib_after_cold"] = server_rss_mib(pids)
             samples: dict[str, list[tuple[float, float, int]]] = {p: [] for p in WARM_PAGES}
             for r in range(args.requests):
@@ -184,7 +192,36 @@ def measure(settings: Settings, n: int, queue_id: int, args: argparse.Namespace)
             out["peak_rss_mib"] = server_peak_rss_mib(pids)
     finally:
         stop(server)
+    out["after_restart"] = first_requests_after_restart(settings, n, queue_id, args)
     return out
+
+
+def first_requests_after_restart(
+    settings: Settings, n: int, queue_id: int, args: argparse.Namespace
+) -> dict[str, Any]:
+    """The first table requests of a server started again on the same, already served store.
+
+    What the first start computed and kept in the store (facets, metric results, ranked
+    disagreement lists) is read back; what only lived in the stopped process (a sorted
+    table's order) is computed again.
+    """
+    server = serve(settings, job_worker=False)
+    rng = random.Random(2)
+    try:
+        with httpx.Client(base_url=server.base, timeout=args.timeout) as client:
+            sign_in(client, "bench-admin")
+            size = settings.page_size
+            urls = {
+                "first_table_request": benchmark_url(BENCHMARK),
+                "first_sorted_request": page_url("table_first", n, queue_id, rng, size),
+                "metrics": page_url("metrics_warm", n, queue_id, rng, size),
+                "disagreements": page_url("disagreements", n, queue_id, rng, size),
+            }
+            return {
+                page: summarise([timed_get(client, url, server.pids)]) for page, url in urls.items()
+            }
+    finally:
+        stop(server)
 
 
 def growth(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, float | None]]]:

@@ -77,10 +77,10 @@ def test_scale_bench_measures_each_page_and_the_growth_between_sizes() -> None:
         "--text-chars", 200, env=SMALL_INLINE,
     )  # fmt: skip
     pages = {
-        "first_table_request", "first_sorted_request", "metrics_cold", "table_first",
-        "table_deep", "instance", "metrics_warm", "disagreements", "queue",
+        "first_table_request", "first_sorted_request", "metrics_cold", "disagreements_cold",
+        "table_first", "table_deep", "instance", "metrics_warm", "disagreements", "queue",
     }  # fmt: skip
-    once = ("first_table_request", "first_sorted_request", "metrics_cold")
+    once = ("first_table_request", "first_sorted_request", "metrics_cold", "disagreements_cold")
     assert report["sizes"] == [100, 200]
     for db in DIALECTS:
         for n in (100, 200):
@@ -93,6 +93,12 @@ def test_scale_bench_measures_each_page_and_the_growth_between_sizes() -> None:
                 assert page["response_kb"] > 1  # a page, not a redirect
                 assert page["server_cpu_ms_per_request"] >= 0
             assert 0 < entry["rss_mib_after_start"] <= entry["peak_rss_mib"]
+            restarted = entry["after_restart"]
+            assert set(restarted) == {
+                "first_table_request", "first_sorted_request", "metrics", "disagreements"
+            }  # fmt: skip
+            for page in restarted.values():
+                positive_timings(page, 1)
             # Computed by the job worker started beside the server, then shown.
             assert entry["metrics_cold_until_ready"]["wall_s"] > 0
         growth = report["growth_exponents"][db]["100->200"]
