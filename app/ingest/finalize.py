@@ -1,15 +1,21 @@
-"""The end of every import: derived flip labels, the data-version bump and the summary."""
+"""The end of every import: derived flip labels, the data-version bump, statistics, the summary."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
 
+from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from app.ingest.records import ImportSummary
 from app.services.benchmarks import bump_data_version
 from app.services.flips import recompute_flips
-from app.tables import Benchmark
+from app.tables import Benchmark, Instance, Judgment, LabelEvent, Prediction, Score
+
+ANALYZE_FROM_ROWS = 10_000
+"""Rows added by one import from which PostgreSQL's planner statistics are refreshed at once."""
+
+_ANALYZED = tuple(t.__table__.name for t in (Instance, LabelEvent, Score, Prediction, Judgment))
 
 
 def finalize_import(
@@ -45,4 +51,11 @@ def finalize_import(
     else:
         summary.data_version = benchmark.data_version
     session.flush()
+    if summary.added >= ANALYZE_FROM_ROWS and session.get_bind().dialect.name == "postgresql":
+        # A big import into tables the planner has no statistics of (a new store) would be
+        # planned as if they were empty until autovacuum gets round to them: 50-row page
+        # reads then scan whole indexes (70-95 ms instead of 0.2 ms at a million items).
+        # ANALYZE samples a fixed number of rows (about a second at that size) and runs in
+        # the import's transaction.
+        session.execute(text(f"ANALYZE {', '.join(_ANALYZED)}"))
     return summary
