@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import transaction
+from app.services.benchmarks import bump_data_version
 from app.services.labels import append_label
 from app.tables import Benchmark, Detector, Instance, Judgment, Score
 
@@ -246,4 +247,5 @@ def bump_version(factory: sessionmaker[Session], name: str) -> None:
     """Mark a benchmark changed, as every writer does after touching its data."""
     with transaction(factory) as session:
         bench = session.query(Benchmark).filter_by(name=name).one()
-        bench.data_version += 1
+        # Both versions: a write to the evidence bumps the evidence version too.
+        bump_data_version(session, bench)
