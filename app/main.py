@@ -17,7 +17,7 @@ from app.errors import AppellateError
 from app.services.benchmarks import get_benchmark
 from app.services.browse import benchmark_view
 from app.services.cache import VersionedCache
-from app.services.facets import benchmark_facets, facets_kept, keep_facets
+from app.services.facets import benchmark_facets, facets_kept, keep_facets, worth_keeping
 from app.services.instance_filter import InstanceFilter
 from app.settings import Settings
 from app.store import Store
@@ -73,7 +73,7 @@ def warm_up(
                 with transaction(store.factory) as session:
                     bench = get_benchmark(session, name)
                     facets = benchmark_facets(session, bench, cache)
-                    kept = facets_kept(session, bench)
+                    kept = not worth_keeping(facets) or facets_kept(session, bench)
                 if not kept:
                     # Kept in the store, in a short write of its own (read above, beside other
                     # writers), so the next start reads them instead of scanning.

@@ -535,9 +535,10 @@ class MetricResult(Base):
     positive, resamples, seed) and the benchmark's creation time; with ``data_version`` it
     names exactly the numbers a request would compute. ``data_version`` is the version the
     numbers depend on (``app.services.metric_results.result_version``): the benchmark's
-    evidence version for original labels, its data version for resolved ones. ``report``, ``plots`` and ``figures``
-    are JSON text (Python's float repr round-trips exactly; NaN stays NaN): the report's rows
-    and intervals, the plot data drawn from, and the SVG as drawn.
+    evidence version for original labels, its data version for resolved ones. ``report``,
+    ``plots`` and ``figures`` are JSON text (Python's float repr round-trips exactly; NaN
+    stays NaN): the report's rows and intervals, the plot data drawn from, and the SVG as
+    drawn.
     """
 
     __tablename__ = "metric_results"

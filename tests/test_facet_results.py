@@ -67,6 +67,7 @@ def test_a_review_event_keeps_them_new_evidence_drops_them(
 def test_a_restarted_server_reads_them_instead_of_scanning(
     imported: None, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(facets_module, "KEEP_FACETS_FROM", 1)  # 350 pairs count as big here
     with api_client(settings) as client:
         _wait_for_warm_up()
         assert client.get("/benchmarks/judgebench").status_code == 200
@@ -84,3 +85,14 @@ def test_a_restarted_server_reads_them_instead_of_scanning(
         page = client.get("/benchmarks/judgebench")
         assert page.status_code == 200 and "judgebench" in page.text
     assert scans == 0, "the warm-up and the first request read the kept facets"
+
+
+def test_a_small_benchmark_is_not_kept(
+    imported: None, settings: Settings, factory: sessionmaker[Session]
+) -> None:
+    # Scanned in milliseconds: a start-up writes nothing for it (no writer beside others).
+    with api_client(settings) as client:
+        _wait_for_warm_up()
+        assert client.get("/benchmarks/judgebench").status_code == 200
+    with factory() as session:
+        assert session.scalar(select(func.count()).select_from(FacetResult)) == 0

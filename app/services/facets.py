@@ -214,6 +214,16 @@ def stored_facets(session: Session, bench: Benchmark) -> BenchmarkFacets | None:
     return facets.model_copy(update={"summary": summary})
 
 
+KEEP_FACETS_FROM = 20_000
+"""Benchmarks with at least this many instances have their facets kept in the store; smaller
+ones are scanned in well under a second, and a start-up needs no write for them."""
+
+
+def worth_keeping(facets: BenchmarkFacets) -> bool:
+    """Whether ``facets`` are of a benchmark big enough to keep them in the store."""
+    return facets.summary.instances >= KEEP_FACETS_FROM
+
+
 def facets_kept(session: Session, bench: Benchmark) -> bool:
     """Whether facets of ``bench``'s current evidence version are in the store."""
     found = session.scalar(
