@@ -190,11 +190,15 @@ def benchmark_facets(
     facets = cache.get_or_compute(
         key, lambda: stored_facets(session, bench) or _compute_facets(session, bench)
     )
-    if facets.summary.data_version != bench.data_version:
-        # Kept across review events, which change only the summary's data version.
-        summary = facets.summary.model_copy(update={"data_version": bench.data_version})
-        facets = facets.model_copy(update={"summary": summary})
-    return facets
+    return _current_version(facets, bench)
+
+
+def _current_version(facets: BenchmarkFacets, bench: Benchmark) -> BenchmarkFacets:
+    # Facets are kept across review events, which change only the summary's data version.
+    if facets.summary.data_version == bench.data_version:
+        return facets
+    summary = facets.summary.model_copy(update={"data_version": bench.data_version})
+    return facets.model_copy(update={"summary": summary})
 
 
 def stored_facets(session: Session, bench: Benchmark) -> BenchmarkFacets | None:
@@ -207,11 +211,7 @@ def stored_facets(session: Session, bench: Benchmark) -> BenchmarkFacets | None:
     )
     if text is None:
         return None
-    facets = _facets_from_json(text)
-    if facets.summary.data_version == bench.data_version:
-        return facets
-    summary = facets.summary.model_copy(update={"data_version": bench.data_version})
-    return facets.model_copy(update={"summary": summary})
+    return _current_version(_facets_from_json(text), bench)
 
 
 KEEP_FACETS_FROM = 20_000
