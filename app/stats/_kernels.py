@@ -32,25 +32,22 @@ class RankSums(NamedTuple):
     """Sum over positives of weight * precision at that positive's score threshold."""
 
 
-# Elements (rows x items) of the integer rank kernel's working arrays per pass: one resample of
-# a million items, a few of 100,000. Measured on a 2-core machine, a row's gathers, cumulative
-# sums and products then run while its arrays are still in cache (3x faster at a million items
-# than chunks of several rows).
-_RANK_ROW_ELEMENTS = 1 << 19
-
-
 class _Descending(NamedTuple):
-    """A rank plan read from the highest score down (:meth:`RankPlan._descending`)."""
+    """A rank plan read from the highest score down (:meth:`RankPlan._descending`).
 
-    pos_units: NDArray[np.intp]
+    Indices as uint32, the compiled kernel's (:mod:`app.stats._compiled`): half the memory
+    an intp index reads per resample, and no wrap-around test for negative ones.
+    """
+
+    pos_units: NDArray[np.uint32]
     """Unit of each positive, highest score first."""
-    neg_units: NDArray[np.intp]
+    neg_units: NDArray[np.uint32]
     """Unit of each negative, highest score first."""
-    level_ends: NDArray[np.intp] | None
+    level_ends: NDArray[np.uint32] | None
     """Per level (highest first): positives at or above it; ``None`` when each is one positive."""
-    ge: NDArray[np.intp]
+    ge: NDArray[np.uint32]
     """Per level: negatives scoring at or above it."""
-    gt: NDArray[np.intp] | None
+    gt: NDArray[np.uint32] | None
     """Per level: negatives scoring strictly above it; ``None`` when no negative ties a level."""
 
 
@@ -157,15 +154,15 @@ class RankPlan:
             if self.level_starts is not None:
                 # Level l (ascending) holds positives [starts[l], starts[l + 1]); read from the
                 # top, the positives at or above it are the first n_pos - starts[l].
-                ends = (n_pos - self.level_starts[::-1]).astype(np.intp)
+                ends = (n_pos - self.level_starts[::-1]).astype(np.uint32)
             self._desc = _Descending(
-                self.pos_units[::-1].copy(),
-                self.neg_units[::-1].copy(),
+                self.pos_units[::-1].astype(np.uint32),
+                self.neg_units[::-1].astype(np.uint32),
                 ends,
                 # Negatives at or above / strictly above each level: a prefix of the negatives
                 # read from the top, so an offset into their cumulated weights.
-                (n_neg - self.neg_lt[::-1]).astype(np.intp),
-                None if self.neg_le is None else (n_neg - self.neg_le[::-1]).astype(np.intp),
+                (n_neg - self.neg_lt[::-1]).astype(np.uint32),
+                None if self.neg_le is None else (n_neg - self.neg_le[::-1]).astype(np.uint32),
             )
         return self._desc
 
@@ -176,89 +173,39 @@ class RankPlan:
         precision: bool,
         ws: Workspace,
     ) -> RankSums:
-        """Ranking sums of integer unit weights: gathers and integer cumulative sums only.
+        """Ranking sums of integer unit weights, exactly, by the compiled kernel.
 
         Every quantity is an integer (in ``acc``) until the precision ratios, and the
-        concordance count is exact in float64, so the sums equal :meth:`_gathered`'s. Rows
-        run a few at a time (:data:`_RANK_ROW_ELEMENTS`), so that one row's arrays stay in
-        cache from the gather to the last sum.
+        concordance count is exact in float64 (below 2**53), so the sums equal
+        :meth:`_gathered`'s.
         """
+        from app.stats._compiled import counted_rows  # numba: imported on first use
+
         plan = self._descending()
         c = weights.shape[0]
-        n_pos, n_neg, n_levels = self.pos_units.size, self.neg_units.size, self.neg_lt.size
-        step = max(1, _RANK_ROW_ELEMENTS // max(1, n_pos + n_neg))
+        if weights.dtype.kind == "b":
+            weights = weights.view(np.uint8)
         pos = np.zeros(c, dtype=acc)
         neg = np.zeros(c, dtype=acc)
         twice = np.zeros(c)
         precision_sum = np.zeros(c) if precision else None
-        for start in range(0, c, step):
-            w = weights[start : start + step]
-            r = w.shape[0]
-            rows = slice(start, start + r)
-            # Negatives from the top: column j of `cneg` is the weight of the j highest.
-            w_neg = np.take(
-                w, plan.neg_units, axis=1, out=ws.get("dneg", (r, n_neg), w.dtype), mode="clip"
-            )
-            cneg = ws.get("dcneg", (r, n_neg + 1), acc)
-            cneg[:, 0] = 0
-            np.cumsum(w_neg, axis=1, dtype=acc, out=cneg[:, 1:])
-            neg[rows] = cneg[:, -1]
-            w_pos = np.take(
-                w, plan.pos_units, axis=1, out=ws.get("dpos", (r, n_pos), w.dtype), mode="clip"
-            )
-            # Positive weight at or above each level (true positives at its threshold), and
-            # the level's own weight.
-            if plan.level_ends is None:
-                w_level = w_pos
-                true_pos = np.cumsum(
-                    w_pos, axis=1, dtype=acc, out=ws.get("dtp", (r, n_levels), acc)
-                )
-            else:
-                cpos = ws.get("dcpos", (r, n_pos + 1), acc)
-                cpos[:, 0] = 0
-                np.cumsum(w_pos, axis=1, dtype=acc, out=cpos[:, 1:])
-                true_pos = np.take(
-                    cpos,
-                    plan.level_ends,
-                    axis=1,
-                    out=ws.get("dtp", (r, n_levels), acc),
-                    mode="clip",
-                )
-                w_level = ws.get("dlevel", (r, n_levels), acc)
-                w_level[:, :1] = true_pos[:, :1]
-                np.subtract(true_pos[:, 1:], true_pos[:, :-1], out=w_level[:, 1:])
-            if n_levels:
-                pos[rows] = true_pos[:, -1]
-            pairs = pos[rows].astype(np.float64) * neg[rows].astype(np.float64)
-            # Concordant pairs count a positive against the negatives strictly below it and,
-            # at half weight, those tied with it: 2 * pos * neg minus the negatives at or above
-            # and those strictly above, each weighted by the level's positives (exact integers).
-            above = np.take(
-                cneg, plan.ge, axis=1, out=ws.get("dge", (r, n_levels), acc), mode="clip"
-            )
-            lost = np.einsum("ij,ij->i", w_level, above, dtype=np.float64)
-            if plan.gt is None:
-                twice[rows] = 2.0 * (pairs - lost)
-            else:
-                strictly = np.take(
-                    cneg, plan.gt, axis=1, out=ws.get("dgt", (r, n_levels), acc), mode="clip"
-                )
-                lost += np.einsum("ij,ij->i", w_level, strictly, dtype=np.float64)
-                twice[rows] = 2.0 * pairs - lost
-            if precision_sum is None:
-                continue
-            # At each level's threshold the detector calls the positives and negatives at or
-            # above it; average precision sums precision there, weighted by the level's
-            # positives. `called` is 0 only where the level itself has weight 0 (so does its
-            # term); a floor of 1 avoids 0/0 without changing any other quotient. Read from the
-            # top, `called` never decreases: its zeros are a prefix, found by binary search.
-            called = np.add(above, true_pos, out=above)
-            one = called.dtype.type(1)  # a key of another dtype would copy the row to compare
-            for row in called:
-                if row.size and row[0] == 0:
-                    row[: np.searchsorted(row, one)] = one
-            ratio = np.divide(true_pos, called, out=ws.get("dratio", (r, n_levels), np.float64))
-            precision_sum[rows] = np.einsum("ij,ij->i", w_level, ratio, dtype=np.float64)
+        counted_rows(
+            weights,
+            plan.neg_units,
+            plan.pos_units,
+            plan.level_ends,
+            plan.ge,
+            plan.gt,
+            precision,
+            # int32 totals bound every lost-pair sum below 2**63; wider ones are summed in
+            # float64, as the float path does.
+            acc is not np.int32,
+            ws.get("cneg", (1, self.neg_units.size + 1), acc)[0],
+            pos,
+            neg,
+            twice,
+            np.empty(0) if precision_sum is None else precision_sum,
+        )
         return RankSums(pos, neg, twice, precision_sum)
 
     def evaluate(

@@ -152,25 +152,20 @@ def _fill_multiplicities(
     # Row b: one generator from child stream b draws one unit per slot, units numbered stratum
     # by stratum and each stratum's slots drawing among its own units (one call with an array
     # of bounds: a call per stratum would cost more than the generator).
+    from app.stats._compiled import count_draws  # numba: imported on first use
+
     sizes = np.asarray(strata, dtype=np.int64)
     n_units = int(sizes.sum())
     bounds = np.repeat(sizes, sizes) if sizes.size > 1 else n_units
     offsets = np.repeat(np.cumsum(sizes) - sizes, sizes) if sizes.size > 1 else None
-    # A unit is drawn at most n_units times: below the dtype's limit, no row needs checking.
-    limit = np.iinfo(out.dtype).max
-    checked = n_units > limit
     for row, child in zip(out, seeds, strict=True):
         # int32 draws are the int64 draws (both take 32-bit bounded draws below 2**32), at
         # less than half the cost.
         drawn = np.random.Generator(np.random.PCG64(child)).integers(
             0, bounds, size=n_units, dtype=np.int32
         )
-        if offsets is not None:
-            drawn += offsets
-        counts = np.bincount(drawn, minlength=n_units)
-        if checked and int(counts.max()) > limit:
+        if not count_draws(drawn, offsets, row):
             return False
-        row[:] = counts
     return True
 
 
@@ -366,7 +361,7 @@ class _Engine:
         self.k = len(scores)
         self._local = threading.local()  # one kernel workspace per worker thread
         self.unit_sizes = np.bincount(units, minlength=n_units).astype(np.int64)
-        # Additive metrics only need per-group totals of their item columns: one block of
+        # Additive metrics only need per-group totals of their item values: one block of
         # columns per detector (one in all for a metric of the labels alone).
         blocks: list[NDArray[np.float64]] = []
         self.additive: list[tuple[Metric, Additive, list[slice]]] = []
@@ -376,12 +371,12 @@ class _Engine:
                 continue
             slots = []
             for p in scores if metric.per_detector else scores[:1]:
-                block = metric.kernel.columns(y, p, threshold)
+                block = metric.kernel.totals(y, p, threshold, units, n_units)
                 slots.append(slice(width, width + block.shape[1]))
                 width += block.shape[1]
                 blocks.append(block)
             self.additive.append((metric, metric.kernel, slots))
-        self.totals = _kernels.unit_totals(np.hstack(blocks), units, n_units) if blocks else None
+        self.totals = np.hstack(blocks) if blocks else None
         # Built on first use, unless the engine's columns are read from a pass's shared means
         # (:func:`_share_means` sets `columns`, its columns there).
         self._unit_means: _kernels.UnitMeans | None = None

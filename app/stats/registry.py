@@ -36,8 +36,14 @@ __all__ = [
     "scores_are_probabilities",
 ]
 
-Columns = Callable[[NDArray[np.bool_], NDArray[np.float64], float], NDArray[np.float64]]
-"""``(y (n,), p (n,), threshold) -> (n, m)``: per-item values whose group totals a metric needs."""
+Totals = Callable[
+    [NDArray[np.bool_], NDArray[np.float64], float, NDArray[np.intp], int], NDArray[np.float64]
+]
+"""``(y (n,), p (n,), threshold, units (n,), n_units) -> (n_units, m)``: per-unit totals of the
+m item values a metric needs (items of unit ``u`` are those with ``units == u``)."""
+
+ItemValues = Callable[[NDArray[np.bool_], NDArray[np.float64], float], NDArray[np.float64]]
+"""``(y (n,), p (n,), threshold) -> (n,)``: one value per item."""
 
 
 def _first_column(means: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -50,11 +56,12 @@ class Additive:
 
     A resample's means are ``(multiplicities @ group totals) / (multiplicities @ group
     sizes)``, so the engine needs each column's per-group totals once and one product per
-    resample. ``columns`` builds the (n, m) item values; ``reduce`` maps the (c, m) means of
-    c resamples to the (c,) metric values (NaN where a resample has no weight).
+    resample. ``totals`` builds those (n_units, m) totals of the item values; ``reduce`` maps
+    the (c, m) means of c resamples to the (c,) metric values (NaN where a resample has no
+    weight).
     """
 
-    columns: Columns
+    totals: Totals
     reduce: Callable[[NDArray[np.float64]], NDArray[np.float64]] = _first_column
 
 
@@ -171,23 +178,38 @@ class Metric:
         return Need.ANSWERS in self.needs
 
 
-# Kernels of the additive metrics: the item values whose group totals they need.
+# Kernels of the additive metrics: the per-group totals of the item values they need.
+
+
+def _per_item(value: ItemValues) -> Totals:
+    """The :data:`Totals` of one item value per item."""
+
+    def totals(
+        y: NDArray[np.bool_],
+        p: NDArray[np.float64],
+        threshold: float,
+        units: NDArray[np.intp],
+        n_units: int,
+    ) -> NDArray[np.float64]:
+        return np.bincount(units, weights=value(y, p, threshold), minlength=n_units)[:, None]
+
+    return totals
 
 
 def _positives(
     y: NDArray[np.bool_], p: NDArray[np.float64], threshold: float
 ) -> NDArray[np.float64]:
-    return y.astype(np.float64)[:, None]
+    return y.astype(np.float64)
 
 
 def _squared_errors(
     y: NDArray[np.bool_], p: NDArray[np.float64], threshold: float
 ) -> NDArray[np.float64]:
-    return ((p - y) ** 2)[:, None]
+    return (p - y) ** 2
 
 
 def _hits(y: NDArray[np.bool_], p: NDArray[np.float64], threshold: float) -> NDArray[np.float64]:
-    return ((p >= threshold) == y).astype(np.float64)[:, None]
+    return ((p >= threshold) == y).astype(np.float64)
 
 
 ECE_BINS = 10
@@ -195,13 +217,21 @@ ECE_BINS = 10
 
 
 def _calibration_gaps(
-    y: NDArray[np.bool_], p: NDArray[np.float64], threshold: float
+    y: NDArray[np.bool_],
+    p: NDArray[np.float64],
+    threshold: float,
+    units: NDArray[np.intp],
+    n_units: int,
 ) -> NDArray[np.float64]:
     # ECE = sum over bins of |sum of (p - y) in the bin| / n: the bin share times
-    # |mean p - mean y|. One column per occupied bin (an empty one adds nothing, ever).
+    # |mean p - mean y|. One column per occupied bin (an empty one adds nothing, ever), all
+    # from one count over (unit, bin) cells: no (n, bins) array of mostly zeros.
     index, _ = _kernels.equal_width_bins(p, ECE_BINS)
-    occupied = np.unique(index)
-    return np.where(index[:, None] == occupied, (p - y)[:, None], 0.0)
+    occupied = np.bincount(index, minlength=ECE_BINS) > 0
+    column = (np.cumsum(occupied) - 1)[index]
+    width = int(occupied.sum())
+    cells = np.bincount(units * width + column, weights=p - y, minlength=n_units * width)
+    return cells.reshape(n_units, width)
 
 
 def _sum_of_gaps(means: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -247,18 +277,32 @@ def _needs(*needs: Need) -> frozenset[Need]:
 
 
 _DEFINITIONS: tuple[Metric, ...] = (
-    Metric("prevalence", "Prevalence", True, Additive(_positives), frozenset(), interval=False),
+    Metric(
+        "prevalence",
+        "Prevalence",
+        True,
+        Additive(_per_item(_positives)),
+        frozenset(),
+        interval=False,
+    ),
     Metric("auroc", "AUROC", True, Ranked(_kernels.auroc_from), headline=True),
     Metric("auprc", "AUPRC", True, Ranked(_kernels.average_precision_from, precision=True)),
     Metric(
         "brier",
         "Brier",
         False,
-        Additive(_squared_errors),
+        Additive(_per_item(_squared_errors)),
         _needs(Need.PROBABILITIES),
         headline=True,
     ),
-    Metric("accuracy", "Accuracy", True, Additive(_hits), _needs(Need.THRESHOLD), reported=False),
+    Metric(
+        "accuracy",
+        "Accuracy",
+        True,
+        Additive(_per_item(_hits)),
+        _needs(Need.THRESHOLD),
+        reported=False,
+    ),
     Metric(
         "choice_matched_auroc",
         "Choice-matched AUROC",
