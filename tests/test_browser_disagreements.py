@@ -18,10 +18,12 @@ import pytest
 from app.services.disagreement_modes import DisagreementMode, all_modes
 from app.services.disagreement_query import mode_param_names
 from app.settings import Settings
+from app.web.disagreement_pages import PAGE_ROWS
 from tests.auth_support import signed_in_context
 from tests.test_browser import browser
 from tests.test_browser_metrics import base_url, browser_settings
 from tests.test_disagreements_web import REWARDS, form_choices
+from tests.test_ingest_helpers import O1_MINI_JUDGE
 
 pytest.importorskip("playwright.sync_api")
 
@@ -62,7 +64,10 @@ def rows(pg: Any) -> list[str]:
 
 
 def api_rows(pg: Any, base_url: str) -> list[str]:
-    """The API's list for the query string the page pushed into the address bar."""
+    """The API's list for the query string the page pushed into the address bar.
+
+    The page shows it :data:`PAGE_ROWS` at a time.
+    """
     query = urlsplit(pg.url).query
     answer = pg.context.request.get(f"{base_url}/api{PATH}?{query}")
     assert answer.ok, answer.text()
@@ -94,7 +99,7 @@ def test_each_mode_from_the_form_lists_ranked_rows(
     listed = rows(pg)
     assert listed, f"{mode.name}: no rows"
     assert f"mode={mode.name}" in pg.url
-    assert listed == api_rows(pg, base_url)
+    assert listed == api_rows(pg, base_url)[:PAGE_ROWS]
     assert pg.locator("#request-error").is_hidden()
     if mode.detectors.many:
         pg.screenshot(path=str(SHOTS / "appellate-disagreements-form.png"), full_page=False)
@@ -118,7 +123,7 @@ def test_threshold_after_consensus_with_k_lists_rows(
     assert listed and listed != consensus
     assert "k=" not in pg.url and pg.locator("#dq-k").count() == 0
     assert pg.locator("#dq-detector").input_value() == REWARDS[0]
-    assert listed == api_rows(pg, base_url)
+    assert listed == api_rows(pg, base_url)[:PAGE_ROWS]
     swap(pg, lambda: pg.click("#disagreement-filters button[type=submit]"))
     assert rows(pg) == listed and pg.locator("#request-error").is_hidden()
     assert errors == []
@@ -151,3 +156,19 @@ def test_a_failing_request_shows_its_error(page: tuple[Any, list[str]]) -> None:
     # The next answer from the same form clears it.
     swap(pg, lambda: pg.click("#disagreement-filters button[type=submit]"))
     assert region.is_hidden() and rows(pg)
+
+
+def test_next_and_prev_walk_a_long_list(page: tuple[Any, list[str]], base_url: str) -> None:
+    pg, errors = page
+    swap(pg, lambda: pg.select_option("#dq-mode", "judge-orders"))
+    swap(pg, lambda: pg.select_option("#dq-detector", O1_MINI_JUDGE))
+    first = rows(pg)
+    everything = api_rows(pg, base_url)
+    assert len(everything) > PAGE_ROWS and first == everything[:PAGE_ROWS]
+    swap(pg, lambda: pg.click("nav.pager a[rel=next]"))
+    assert "page=2" in pg.url and rows(pg) == everything[PAGE_ROWS : 2 * PAGE_ROWS]
+    assert pg.locator("table.disagreements td.num.muted").first.inner_text() == str(PAGE_ROWS + 1)
+    assert pg.locator("#dq-mode").input_value() == "judge-orders"  # the form kept its choices
+    swap(pg, lambda: pg.click("nav.pager a[rel=prev]"))
+    assert "page=" not in pg.url and rows(pg) == first
+    assert errors == []

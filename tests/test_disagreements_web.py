@@ -27,6 +27,8 @@ from app.services.disagreement_query import build_query, mode_param_names
 from app.services.disagreements import disagreements, find_disagreements
 from app.services.queue_sources import disagreement_ids
 from app.tables import Benchmark, Detector, Instance, Judgment
+from app.web.disagreement_pages import PAGE_ROWS
+from tests.paging_support import every_page
 from tests.test_disagreements_judge import client, loaded
 from tests.test_ingest_helpers import O1_MINI_JUDGE
 
@@ -47,6 +49,11 @@ EMPTY = dict.fromkeys([*mode_param_names(), "limit"], "")
 
 def row_ids(page: str) -> list[str]:
     return re.findall(r'<td class="id"><a href="[^"]*">([^<]*)</a>', page)
+
+
+def listed_ids(client: TestClient, page: str) -> list[str]:
+    """The ids of every row of the list, page after page."""
+    return [i for shown in every_page(client, page) for i in row_ids(shown)]
 
 
 def field_names(page: str) -> set[str]:
@@ -81,7 +88,7 @@ def test_form_submit_with_empty_fields_lists_what_the_service_lists(
     assert want["items"], "the bundled data has disagreements in every mode"
     page = client.get(PAGE, params=sent, headers=HX)
     assert page.status_code == 200, page.text
-    assert row_ids(page.text) == [i["external_id"] for i in want["items"]]
+    assert listed_ids(client, page.text) == [i["external_id"] for i in want["items"]]
     # The pushed URL leaves out the blanks; reloading it gives the same list.
     pushed = page.headers["HX-Push-Url"]
     assert "=&" not in pushed + "&" and not pushed.endswith("=")
@@ -102,7 +109,7 @@ def test_threshold_with_a_leftover_k_lists_rows(
     with loaded() as session:
         want = disagreements(session, "judgebench", [REWARD], limit=1000).as_dict()
     page = client.get(PAGE, params=sent, headers=HX)
-    assert page.status_code == 200 and row_ids(page.text) == [
+    assert page.status_code == 200 and listed_ids(client, page.text) == [
         i["external_id"] for i in want["items"]
     ]
     assert "k" not in parse_qs(urlsplit(page.headers["HX-Push-Url"]).query)
@@ -215,3 +222,20 @@ def test_instance_info_reads_any_number_of_ids(
         monkeypatch.setattr(inputs, "ID_CHUNK", 7)
         chunked = disagreements(session, "judgebench", [O1_MINI_JUDGE], mode="judge-orders")
     assert len(whole.items) == 110 and chunked.as_dict() == whole.as_dict()
+
+
+def test_the_list_is_shown_a_page_at_a_time(client: TestClient) -> None:
+    # o1-mini's flipped pairs on the bundled JudgeBench: 110, more than a page.
+    sent = {"mode": "judge-orders", "detector": O1_MINI_JUDGE}
+    first = client.get(PAGE, params=sent)
+    assert first.status_code == 200
+    pages = every_page(client, first.text)
+    assert [len(row_ids(p)) for p in pages] == [PAGE_ROWS, 110 - PAGE_ROWS]
+    assert "page 1 of 2" in pages[0] and "page 2 of 2" in pages[1]
+    assert "rows 101\u2013110" in pages[1]
+    # Numbering goes on from the previous page.
+    assert '<td class="num muted">101</td>' in pages[1]
+    # Past the end: the page says so and links back; a page below 1 is refused.
+    beyond = client.get(PAGE, params={**sent, "page": "7"})
+    assert beyond.status_code == 200 and "No items on page 7: the list has 2 pages" in beyond.text
+    assert client.get(PAGE, params={**sent, "page": "0"}).status_code == 422

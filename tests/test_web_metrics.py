@@ -24,8 +24,10 @@ from app.services.metrics import metrics_report
 from app.settings import Settings
 from app.tables import Benchmark, Instance
 from app.web.cells import score_text
+from app.web.disagreement_pages import PAGE_ROWS
 from app.web.svg_plots import Series, curve_plot
 from tests.auth_support import api_client
+from tests.paging_support import every_page
 from tests.test_ingest_helpers import O1_MINI, O1_MINI_JUDGE, PAIRS_GPT4O, REWARD_OUTPUTS
 
 HX = {"HX-Request": "true"}
@@ -215,7 +217,8 @@ def test_disagreements_judge_orders_and_errors(client: TestClient) -> None:
         params={"detector": O1_MINI_JUDGE, "mode": "judge-orders"},
     )
     assert r.status_code == 200
-    assert len(page_items(r.text)) == 110  # every flipped pair
+    # Every flipped pair, a page of PAGE_ROWS at a time.
+    assert [len(page_items(p)) for p in every_page(client, r.text)] == [PAGE_ROWS, 110 - PAGE_ROWS]
     bad = client.get(
         "/benchmarks/judgebench/disagreements", params={"detector": REWARD, "mode": "bogus"}
     )

@@ -188,13 +188,13 @@ class RankedList:
     def __len__(self) -> int:
         return int(self.instance_ids.size)
 
-    def rows(self, limit: int | None = None) -> list[Disagreement]:
-        """The first ``limit`` items (all when ``None``) as :class:`Disagreement` objects.
+    def rows(self, limit: int | None = None, start: int = 0) -> list[Disagreement]:
+        """Items ``start`` to ``limit`` (the end when ``None``) as :class:`Disagreement` objects.
 
         ``rank`` is left empty: the order is the list's; previews are not filled in.
         """
         out = []
-        for row in range(len(self) if limit is None else min(limit, len(self))):
+        for row in range(start, len(self) if limit is None else min(limit, len(self))):
             external_id = self.external_ids[row]
             reason = self.reasons[row]
             evidence = self.evidence[row]

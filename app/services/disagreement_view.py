@@ -76,13 +76,18 @@ def opening_query(bench: Benchmark, query: DisagreementQuery) -> DisagreementQue
 
 
 def disagreement_view(
-    session: Session, facets: BenchmarkFacets, query: DisagreementQuery, *, save: Save
+    session: Session,
+    facets: BenchmarkFacets,
+    query: DisagreementQuery,
+    *,
+    save: Save,
+    page: tuple[int, int] | None = None,
 ) -> DisagreementView:
     """The page's view of ``query`` on the benchmark described by ``facets``.
 
     ``query.label`` should be set (the page's default label set); the list is computed only
-    when the form is complete (``save`` stores a list ranked here, see
-    :func:`~app.services.disagreements.find_disagreements`).
+    when the form is complete (``save`` stores a list ranked here, ``page`` the positions
+    shown: see :func:`~app.services.disagreements.find_disagreements`).
     """
     fitted, ignored = _fit(facets, query)
     missing = fitted.missing()
@@ -94,6 +99,8 @@ def disagreement_view(
         ignored=ignored,
         missing=missing,
         result=(
-            None if missing else find_disagreements(session, facets.summary.name, fitted, save=save)
+            None
+            if missing
+            else find_disagreements(session, facets.summary.name, fitted, save=save, page=page)
         ),
     )

@@ -44,7 +44,9 @@ class DisagreementList:
     """A ranked list and the parameters that produced it; ``total`` counts before ``limit``.
 
     ``params`` holds the effective value of each parameter the mode declares (defaults
-    filled in; ``None`` where unset and without a default).
+    filled in; ``None`` where unset and without a default). ``items`` are the listed items
+    (the first ``listed``: ``total`` cut at the limit), or the page of them that starts at
+    position ``start`` (0-based) when one was asked for.
     """
 
     benchmark: str
@@ -55,6 +57,8 @@ class DisagreementList:
     params: dict[str, ParamValue | None]
     total: int
     items: list[Disagreement]
+    listed: int = 0
+    start: int = 0
 
     @property
     def min_confidence(self) -> float | None:
@@ -91,13 +95,20 @@ class DisagreementList:
 
 
 def find_disagreements(
-    session: Session, benchmark: str, query: DisagreementQuery, *, save: Save = save_ranked
+    session: Session,
+    benchmark: str,
+    query: DisagreementQuery,
+    *,
+    save: Save = save_ranked,
+    page: tuple[int, int] | None = None,
 ) -> DisagreementList:
     """The ranked list ``query`` asks for on ``benchmark`` (label set ``reference`` if unset).
 
     The whole list is ranked once per data version and kept
     (:func:`~app.services.disagreement_results.ranked_list`); ``save`` stores a list ranked
-    here (by default in ``session``'s transaction).
+    here (by default in ``session``'s transaction). ``page`` ``(start, stop)``: only the
+    listed items at those positions (0-based, stop excluded) are returned, with previews
+    read for them alone.
 
     Raises
     ------
@@ -121,6 +132,8 @@ def find_disagreements(
     # builds objects and previews for its own rows only.
     request = ListRequest.of(spec, names, label, query.positive, params)
     ranked = ranked_list(session, bench, request, save=save)
+    listed = len(ranked) if query.limit is None else min(query.limit, len(ranked))
+    start, stop = (0, listed) if page is None else (min(page[0], listed), min(page[1], listed))
     return DisagreementList(
         benchmark=bench.name,
         label=label,
@@ -129,7 +142,9 @@ def find_disagreements(
         positive=ranked.positive,
         params=params,
         total=len(ranked),
-        items=with_previews(session, bench, ranked.rows(query.limit)),
+        items=with_previews(session, bench, ranked.rows(stop, start)),
+        listed=listed,
+        start=start,
     )
 
 

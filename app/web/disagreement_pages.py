@@ -36,6 +36,7 @@ from app.store import Store
 from app.tables import Benchmark
 from app.web.benchmark_params import default_label
 from app.web.deps import ReadCache, StoreDep
+from app.web.params import Page
 from app.web.routers import json_router, page_router
 from app.web.templating import is_fragment_request, render
 from app.web.urls import disagreements_url
@@ -44,6 +45,9 @@ router = page_router()
 api_router = json_router("disagreements")
 
 DEFAULT_LIMIT = 1000
+PAGE_ROWS = 100
+"""Rows per page of the HTML list: a warm page reads previews and draws rows for its own
+rows only (the CSV and the API return every listed item)."""
 
 
 async def disagreement_query(request: Request) -> DisagreementQuery:
@@ -184,12 +188,18 @@ def _saver(store: Store) -> Save:
 
 @router.get("/benchmarks/{name}/disagreements", response_class=HTMLResponse)
 def disagreements_page(
-    request: Request, name: str, store: StoreDep, cache: ReadCache, query: DisagreementParams
+    request: Request,
+    name: str,
+    store: StoreDep,
+    cache: ReadCache,
+    query: DisagreementParams,
+    page: Page = 1,
 ) -> HTMLResponse:
     """Ranked confident disagreements with links to the items, and a CSV link.
 
     The form shows the chosen mode's parameters; htmx swaps the form and the list together,
-    so changing the mode changes the fields.
+    so changing the mode changes the fields. The listed items are shown :data:`PAGE_ROWS`
+    at a time (``page``, 1-based).
     """
     with transaction(store.factory) as session:
         facets = describe_benchmark(session, name, cache)
@@ -200,8 +210,10 @@ def disagreements_page(
             facets,
             query.with_label(default_label(facets, query.label)),
             save=_saver(store),
+            page=((page - 1) * PAGE_ROWS, page * PAGE_ROWS),
         )
     params = view.query.as_params(default_limit=DEFAULT_LIMIT)
+    listed = 0 if view.result is None else view.result.listed
     context = {
         "name": name,
         "facets": facets,
@@ -209,11 +221,18 @@ def disagreements_page(
         "modes": [m for m in all_modes() if m.applies_to(facets.summary.kind)],
         "values": view.query.values,
         "csv_url": disagreements_url(name, csv_export=True, **params),
+        "page": page,
+        "pages": max(1, -(-listed // PAGE_ROWS)),
+        "page_urls": {
+            n: disagreements_url(name, **params, page=None if n == 1 else n)
+            for n in {1, page - 1, page + 1, max(1, -(-listed // PAGE_ROWS))}
+            if n >= 1
+        },
     }
     headers = {}
     if is_fragment_request(request):
         # The canonical URL: blank fields and other modes' parameters left out.
-        headers["HX-Push-Url"] = disagreements_url(name, **params)
+        headers["HX-Push-Url"] = disagreements_url(name, **params, page=None if page == 1 else page)
     return render(
         request,
         "disagreements.html",

@@ -18,7 +18,7 @@ from app.store import Store
 from app.web.deps import ReadCache, StoreDep
 from app.web.filters import instance_filter, table_sort
 from app.web.lane import Lane
-from app.web.params import DbCount
+from app.web.params import DbCount, Page
 from app.web.routers import page_router
 from app.web.templating import is_fragment_request, render
 from app.web.urls import benchmark_url, instance_url
@@ -27,7 +27,6 @@ router = page_router()
 
 Filter = Annotated[InstanceFilter, Depends(instance_filter)]
 Sort = Annotated[TableSort, Depends(table_sort)]
-Page = Annotated[int, Query(ge=1, le=10_000_000, description="1-based page number.")]
 
 
 @router.get("/", response_class=HTMLResponse)

@@ -18,7 +18,7 @@ import json
 from typing import Annotated, Any
 
 from annotated_types import Ge, Le
-from fastapi import Request
+from fastapi import Query, Request
 from fastapi.exceptions import RequestValidationError
 
 from app.errors import NotFound
@@ -31,6 +31,9 @@ DbId = Annotated[int, Ge(1), Le(DB_INT_MAX)]
 """A row id, in a path or a body."""
 DbCount = Annotated[int, Ge(0), Le(DB_INT_MAX)]
 """A non-negative integer that is stored, compared with a column or passed to a job."""
+
+Page = Annotated[int, Query(ge=1, le=10_000_000, description="1-based page number.")]
+"""A page number in a query string (of a table or a list shown a page at a time)."""
 
 _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
