@@ -100,7 +100,10 @@ def test_flip_probe_beats_its_baselines_and_transfers_frozen(store: Store, setti
     assert len(folds) == 5 and all(f["layer"] == 2 for f in folds)
     assert len(baselines) == 7  # the combined baseline and each single feature
 
-    report = comparisons_report(store.factory(), "src", f"flip:{JUDGE}", resamples=200)
+    # Sessions closed here: one left open on PostgreSQL holds its transaction's locks, and the
+    # teardown's TRUNCATE waits for them for ever.
+    with store.factory() as s:
+        report = comparisons_report(s, "src", f"flip:{JUDGE}", resamples=200)
     pair = next(p for p in report["pairs"] if p["second"] == f"baseline:{JUDGE}")
     metrics = {m["metric"]: m for m in pair["metrics"]}
     # Probabilities on a flip label set: every interval metric of the registry applies but
@@ -111,12 +114,12 @@ def test_flip_probe_beats_its_baselines_and_transfers_frozen(store: Store, setti
 
     applied = _run(store, "apply_probe", {"probe": f"probe:{JUDGE}@src", "benchmark": "dst"})
     assert applied["scored"] == 60
-    dst = comparisons_report(store.factory(), "dst", f"flip:{JUDGE}", resamples=200)
+    with store.factory() as s:
+        dst = comparisons_report(s, "dst", f"flip:{JUDGE}", resamples=200)
+        prevalence = s.get_one(Detector, probe.id).details["prevalence"]
     (constant,) = dst["constant_predictors"]
     assert constant["probe"] == f"probe:{JUDGE}@src" and constant["n"] == 60
-    assert constant["source_prevalence"] == pytest.approx(
-        store.factory().get_one(Detector, probe.id).details["prevalence"]
-    )
+    assert constant["source_prevalence"] == pytest.approx(prevalence)
     with api_client(settings) as client:
         page = client.get("/benchmarks/src/metrics", params={"label": f"flip:{JUDGE}"})
         assert page.status_code == 200
