@@ -214,6 +214,10 @@ def disagreements_page(
         )
     params = view.query.as_params(default_limit=DEFAULT_LIMIT)
     listed = 0 if view.result is None else view.result.listed
+
+    def page_url(n: int) -> str:
+        return disagreements_url(name, **params, page=None if n == 1 else n)
+
     context = {
         "name": name,
         "facets": facets,
@@ -223,16 +227,12 @@ def disagreements_page(
         "csv_url": disagreements_url(name, csv_export=True, **params),
         "page": page,
         "pages": max(1, -(-listed // PAGE_ROWS)),
-        "page_urls": {
-            n: disagreements_url(name, **params, page=None if n == 1 else n)
-            for n in {1, page - 1, page + 1, max(1, -(-listed // PAGE_ROWS))}
-            if n >= 1
-        },
+        "page_url": page_url,
     }
     headers = {}
     if is_fragment_request(request):
         # The canonical URL: blank fields and other modes' parameters left out.
-        headers["HX-Push-Url"] = disagreements_url(name, **params, page=None if page == 1 else page)
+        headers["HX-Push-Url"] = page_url(page)
     return render(
         request,
         "disagreements.html",
