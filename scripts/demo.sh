@@ -1,13 +1,7 @@
 #!/usr/bin/env bash
 # Install everything, import the bundled real data into the embedded SQLite store, serve the dashboard.
-# The install is skipped when .venv already holds what this checkout's pyproject.toml and
-# install script ask for (the package itself is installed editable: code changes need none).
+# The install is skipped when .venv already holds what this checkout asks for (ensure_installed.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-STAMP=.venv/.appellate-install
-WANT="$(cat pyproject.toml scripts/install.sh | sha256sum | cut -d' ' -f1)"
-if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
-    ./scripts/install.sh
-    echo "$WANT" > "$STAMP"
-fi
+./scripts/ensure_installed.sh
 exec .venv/bin/appellate demo "$@"

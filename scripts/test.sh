@@ -1,9 +1,29 @@
 #!/usr/bin/env bash
 # Install everything (Python packages, Debian chromium for browser tests) and run the whole suite
-# against SQLite and PostgreSQL (127.0.0.1:5432, trust auth, database "test").
+# against SQLite and PostgreSQL (127.0.0.1:5432, trust auth, database "test"). The install is
+# skipped when .venv already matches the dependency spec; the wall time of each phase is printed
+# at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/install.sh
+
+PHASES=()
+phase_start=$SECONDS
+run_start=$SECONDS
+# End the current phase: record its wall time under NAME and start the next one.
+phase_done() {
+    PHASES+=("$(printf '%-10s %6d s' "$1" $((SECONDS - phase_start)))")
+    phase_start=$SECONDS
+}
+report_phases() {
+    echo "== wall time per phase =="
+    printf '%s\n' "${PHASES[@]}"
+    printf '%-10s %6d s (load average: %s)\n' "total" $((SECONDS - run_start)) \
+        "$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
+}
+trap report_phases EXIT
+
+./scripts/ensure_installed.sh
+phase_done install
 
 if [ ! -x /usr/bin/chromium ]; then
     if [ "$(id -u)" = "0" ]; then
@@ -12,6 +32,7 @@ if [ ! -x /usr/bin/chromium ]; then
         sudo apt-get update -q && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
     fi
 fi
+phase_done chromium
 
 PG_URL="${APPELLATE_TEST_POSTGRES_URL:-postgresql+psycopg://postgres@127.0.0.1:5432/test}"
 export APPELLATE_TEST_POSTGRES_URL="$PG_URL"
@@ -26,8 +47,11 @@ if [[ "$APPELLATE_TEST_DATABASES" == *postgresql* ]]; then
     fi
 fi
 
+phase_done postgres
+
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+phase_done ruff
 
 set +e
 # A base temp directory of this checkout's own: pytest prunes old numbered directories under the
@@ -35,6 +59,7 @@ set +e
 .venv/bin/python -m pytest -q --basetemp=.pytest-tmp "$@"
 status=$?
 set -e
+phase_done pytest
 if [ "$status" -eq 5 ]; then
     echo "pytest collected no tests: failing" >&2
     exit 1
