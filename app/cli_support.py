@@ -16,7 +16,14 @@ from app.store import Store
 
 T = TypeVar("T")
 
-LabelOption = Annotated[str, typer.Option("--label", "-l", help="Label set to compare with.")]
+LabelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--label",
+        "-l",
+        help="Label set to compare with (default: reference, else the benchmark's first).",
+    ),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 JsonArrayOption = Annotated[bool, typer.Option("--json", help="One JSON array.")]
 PositiveOption = Annotated[

@@ -47,7 +47,7 @@ def disagreements_command(
         list[str],
         typer.Option("--detector", "-d", help="Detector (repeat for consensus mode)."),
     ],
-    label: LabelOption = "reference",
+    label: LabelOption = None,
     min_confidence: Annotated[
         float | None,
         typer.Option(
@@ -81,7 +81,7 @@ def disagreements_command(
     for name, value in shorthands.items():
         if value is not None:
             raw.setdefault(name, []).append(str(value))
-    raw.update(detector=detector, label=[label], mode=[mode], positive=[positive or ""])
+    raw.update(detector=detector, label=[label or ""], mode=[mode], positive=[positive or ""])
     found = in_store(
         lambda s: find_disagreements(
             s, benchmark, parse_disagreement_query(raw, strict=True)

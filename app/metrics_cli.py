@@ -9,7 +9,9 @@ import typer
 
 from app.cli_support import JsonOption, LabelOption, PositiveOption, fmt_num, in_store
 from app.disagreements_cli import register as register_disagreements
+from app.services.benchmarks import get_benchmark
 from app.services.labelled_items import LABEL_MODES, check_label_mode
+from app.services.labels import benchmark_label
 from app.services.metric_matrix import MATRIX_METRICS
 from app.services.metric_results import compute_result, save_result
 from app.services.metrics_query import metrics_query
@@ -50,7 +52,7 @@ def _print_report(report: dict[str, Any]) -> None:
 
 def metrics_command(
     benchmark: Annotated[str, typer.Argument(help="Benchmark name.")],
-    label: LabelOption = "reference",
+    label: LabelOption = None,
     detector: Annotated[
         list[str] | None,
         typer.Option("--detector", "-d", help="Detector (repeatable; default: all with scores)."),
@@ -82,7 +84,7 @@ def metrics_command(
             s,
             metrics_query(
                 benchmark,
-                label,
+                benchmark_label(s, get_benchmark(s, benchmark).id, label),
                 detector,
                 slice_field=slice_field,
                 positive=positive,

@@ -20,6 +20,7 @@ from app.services.disagreement_modes.base import Disagreement, ParamValue
 from app.services.disagreement_modes.previews import with_previews
 from app.services.disagreement_query import DisagreementQuery, build_query
 from app.services.disagreement_results import ListRequest, Save, ranked_list, save_ranked
+from app.services.labels import benchmark_label
 
 __all__ = [
     "DEFAULT_MIN_CONFIDENCE",
@@ -127,7 +128,7 @@ def find_disagreements(
     if not spec.applies_to(bench.kind):
         kinds = " or ".join(spec.benchmark_kinds or ())
         raise InvalidInput(f"{spec.name} mode lists items of {kinds} benchmarks, not {bench.kind}")
-    label = query.label or "reference"
+    label = benchmark_label(session, bench.id, query.label)
     # The whole ranked list is kept per data version (disagreement_results): a warm request
     # builds objects and previews for its own rows only.
     request = ListRequest.of(spec, names, label, query.positive, params)

@@ -114,6 +114,26 @@ def label_history(session: Session, instance_id: int) -> list[LabelEvent]:
     return list(session.scalars(q))
 
 
+# The label set a page, the CLI or a review queue uses when none is asked for.
+DEFAULT_LABEL = "reference"
+
+
+def default_label_set(names: Sequence[str], label: str | None = None) -> str:
+    """``label``, else ``reference`` when ``names`` has it (or is empty), else the first name.
+
+    The one rule for every surface: the metrics and disagreements pages and APIs, the CLI and
+    the review queues all pick the same label set for a benchmark without ``reference``.
+    """
+    if label:
+        return label
+    return DEFAULT_LABEL if DEFAULT_LABEL in names or not names else sorted(names)[0]
+
+
+def benchmark_label(session: Session, benchmark_id: int, label: str | None) -> str:
+    """``label``, else the benchmark's default label set (:func:`default_label_set`)."""
+    return label or default_label_set(label_names(session, benchmark_id))
+
+
 def label_names(session: Session, benchmark_id: int) -> list[str]:
     """The label set names used in a benchmark, sorted."""
     q = (

@@ -18,6 +18,7 @@ from app.services.disagreements import find_disagreements
 from app.services.facets import benchmark_facets
 from app.services.filter_query import parse_filter_query
 from app.services.instance_filter import filter_conditions, resolve_filter
+from app.services.labels import benchmark_label
 from app.tables import Benchmark, Instance
 
 SOURCES = ("filter", "disagreements")
@@ -60,7 +61,7 @@ def disagreement_ids(session: Session, bench: Benchmark, query: str) -> tuple[li
     """
     try:
         parsed = parse_disagreement_query(parse_qs(query.rpartition("?")[2]))
-        label = parsed.label or "reference"
+        label = benchmark_label(session, bench.id, parsed.label)
         limited = parsed.with_label(label).with_limit(parsed.limit or DEFAULT_LIMIT)
         found = find_disagreements(session, bench.name, limited)
     except InvalidInput as exc:

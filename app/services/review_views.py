@@ -27,7 +27,7 @@ from app.services.cache import VersionedCache
 from app.services.comments import thread
 from app.services.facets import benchmark_facets, version_key
 from app.services.instances import other_fields, text_fields
-from app.services.labels import label_names
+from app.services.labels import default_label_set, label_names
 from app.services.metric_results import computes_inline, labelled_count
 from app.services.metrics_compare import MetricsComparison, compare_metrics
 from app.services.metrics_query import MetricsQuery
@@ -433,5 +433,6 @@ def queue_form(session: Session, benchmark: str, source: str, label: str = "") -
     bench = get_benchmark(session, benchmark)
     labels = label_names(session, bench.id)
     check_source(source)
-    default = "reference" if "reference" in labels else (labels or [""])[0]
-    return QueueForm(bench=bench, source=source, labels=labels, label=label or default)
+    return QueueForm(
+        bench=bench, source=source, labels=labels, label=default_label_set(labels, label)
+    )

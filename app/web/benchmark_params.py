@@ -7,20 +7,22 @@ from typing import Annotated
 from fastapi import Query
 
 from app.services.facets import BenchmarkFacets
+from app.services.labels import default_label_set
 from app.web.filters import Blank
 
-LabelParam = Annotated[str | None, Blank, Query(description="Label set; default `reference`.")]
+LabelParam = Annotated[
+    str | None,
+    Blank,
+    Query(description="Label set; default `reference`, else the benchmark's first label set."),
+]
 DetectorParam = Annotated[
     list[str] | None, Query(description="Detector name (repeatable); default all scored.")
 ]
 
 
 def default_label(facets: BenchmarkFacets, label: str | None) -> str:
-    """``label``, else ``reference`` when the benchmark has it, else its first label set."""
-    if label:
-        return label
-    names = [ls.name for ls in facets.label_sets]
-    return "reference" if "reference" in names or not names else names[0]
+    """``label``, else the benchmark's default label set (the domain's one rule)."""
+    return default_label_set([ls.name for ls in facets.label_sets], label)
 
 
 def non_blank(rows: list[str] | None) -> list[str]:
