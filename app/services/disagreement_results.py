@@ -27,13 +27,13 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import delete, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.services.cache import VersionedCache
 from app.services.disagreement_modes import DisagreementMode, get_mode
 from app.services.disagreement_modes.base import Disagreement, LabelUse, ModeInput, ParamValue
+from app.services.kept_results import keep_result
 from app.services.labelled_items import data_key
 from app.services.metrics import load_labelled
 from app.tables import Benchmark, DisagreementResult
@@ -304,26 +304,22 @@ def save_ranked(
     by side both succeed, and their lists are the same. Every list of the benchmark on an older
     data version goes: no page shows a list of older data.
     """
-    session.execute(
-        delete(DisagreementResult).where(
-            DisagreementResult.benchmark_id == bench.id,
-            DisagreementResult.data_version < bench.evidence_version,
-        )
-    )
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    session.execute(
-        dialect.insert(DisagreementResult)
-        .values(
-            benchmark_id=bench.id,
-            params_key=params_key(bench, request),
-            data_version=bench.evidence_version,
-            mode=request.mode,
-            total=len(ranked),
-            positive=ranked.positive,
-            payload=ranked.to_bytes(),
-            compute_seconds=seconds,
-        )
-        .on_conflict_do_nothing(index_elements=["benchmark_id", "params_key", "data_version"])
+    keep_result(
+        session,
+        DisagreementResult,
+        {
+            "benchmark_id": bench.id,
+            "params_key": params_key(bench, request),
+            "data_version": bench.evidence_version,
+            "mode": request.mode,
+            "total": len(ranked),
+            "positive": ranked.positive,
+            "payload": ranked.to_bytes(),
+            "compute_seconds": seconds,
+        },
+        version="data_version",
+        scope=("benchmark_id",),
+        unique=("benchmark_id", "params_key", "data_version"),
     )
 
 

@@ -13,14 +13,14 @@ from collections import Counter
 from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import delete, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.attributes import attributes
-from app.dialect_insert import dialect_insert
 from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
 from app.services.flips import is_two_order_judge
+from app.services.kept_results import keep_result
 from app.services.labels import is_latest_original
 from app.services.payload_fields import SLICE_FIELDS, payload_text
 from app.tables import (
@@ -242,20 +242,17 @@ def keep_facets(session: Session, bench: Benchmark, facets: BenchmarkFacets) -> 
     succeed); facets of older evidence versions go. ``bench`` may come from an earlier read
     transaction: facets of a version that has since been superseded are never read.
     """
-    session.execute(
-        delete(FacetResult).where(
-            FacetResult.benchmark_id == bench.id,
-            FacetResult.evidence_version < bench.evidence_version,
-        )
-    )
-    session.execute(
-        dialect_insert(session, FacetResult)
-        .values(
-            benchmark_id=bench.id,
-            evidence_version=bench.evidence_version,
-            facets=_facets_to_json(facets),
-        )
-        .on_conflict_do_nothing(index_elements=["benchmark_id", "evidence_version"])
+    keep_result(
+        session,
+        FacetResult,
+        {
+            "benchmark_id": bench.id,
+            "evidence_version": bench.evidence_version,
+            "facets": _facets_to_json(facets),
+        },
+        version="evidence_version",
+        scope=("benchmark_id",),
+        unique=("benchmark_id", "evidence_version"),
     )
 
 

@@ -26,8 +26,7 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-from sqlalchemy import delete, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
@@ -36,6 +35,7 @@ from app.services.answer_metrics import answer_report, compares_answers
 from app.services.benchmarks import get_benchmark
 from app.services.cache import VersionedCache
 from app.services.facets import BenchmarkFacets
+from app.services.kept_results import keep_result
 from app.services.labelled_items import data_key, get_detector, label_key
 from app.services.metrics import report_of
 from app.services.metrics_plots import MetricsPlots, plot_data, plots_from_json, plots_to_json
@@ -299,14 +299,6 @@ def save_result(session: Session, result: MetricsResult) -> None:
     request on older data versions go: they were kept only to be shown, marked stale, until
     this one was computed.
     """
-    session.execute(
-        delete(MetricResult).where(
-            MetricResult.benchmark_id == result.benchmark_id,
-            MetricResult.params_key == result.params_key,
-            MetricResult.data_version < result.data_version,
-        )
-    )
-    dialect = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
     values = {
         "benchmark_id": result.benchmark_id,
         "params_key": result.params_key,
@@ -317,10 +309,13 @@ def save_result(session: Session, result: MetricsResult) -> None:
         "figures": None if result.figures is None else _dumps(result.figures),
         "compute_seconds": result.seconds,
     }
-    session.execute(
-        dialect.insert(MetricResult)
-        .values(**values)
-        .on_conflict_do_nothing(index_elements=["benchmark_id", "params_key", "data_version"])
+    keep_result(
+        session,
+        MetricResult,
+        values,
+        version="data_version",
+        scope=("benchmark_id", "params_key"),
+        unique=("benchmark_id", "params_key", "data_version"),
     )
 
 
