@@ -16,6 +16,12 @@ from app.db import make_engine, session_factory
 from app.settings import Settings
 from app.tables import Base
 
+# The per-file wall times at the end of each run (a conftest's hooks are its module's names).
+from tests.file_durations import (  # noqa: F401
+    pytest_runtest_logreport,
+    pytest_terminal_summary,
+)
+
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "data"
 DIALECTS = [
