@@ -142,3 +142,11 @@ def tiny_model_dir(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
 def factory(engine: Engine) -> sessionmaker[Session]:
     """A session factory on the test database."""
     return session_factory(engine)
+
+
+@pytest.fixture
+def cli_store(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """``appellate`` commands run in this test read and write the test database."""
+    monkeypatch.setenv("APPELLATE_DATABASE_URL", settings.resolved_database_url)
+    monkeypatch.setenv("APPELLATE_DATA_DIR", str(settings.data_dir))
+    return settings

@@ -49,11 +49,7 @@ def test_the_rule(names: list[str], asked: str | None, chosen: str) -> None:
 
 
 @pytest.fixture
-def runner(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch, factory: sessionmaker[Session]
-) -> CliRunner:
-    monkeypatch.setenv("APPELLATE_DATABASE_URL", settings.resolved_database_url)
-    monkeypatch.setenv("APPELLATE_DATA_DIR", str(settings.data_dir))
+def runner(cli_store: Settings, factory: sessionmaker[Session]) -> CliRunner:
     with transaction(factory) as session:
         build(session, ITEMS, name="nameless")
     return CliRunner()

@@ -38,12 +38,8 @@ def cli() -> typer.Typer:
 
 
 @pytest.fixture
-def runner(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch, factory: sessionmaker[Session]
-) -> CliRunner:
+def runner(cli_store: Settings, factory: sessionmaker[Session]) -> CliRunner:
     """A runner pointed at the test database, holding the sliced benchmark ``bench``."""
-    monkeypatch.setenv("APPELLATE_DATABASE_URL", settings.resolved_database_url)
-    monkeypatch.setenv("APPELLATE_DATA_DIR", str(settings.data_dir))
     with transaction(factory) as session:
         build(session, _slice_items())
     return CliRunner()
