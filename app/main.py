@@ -14,12 +14,12 @@ from sqlalchemy import select
 
 from app.db import transaction
 from app.errors import AppellateError
-from app.services.benchmarks import get_benchmark
-from app.services.browse import benchmark_view
-from app.services.cache import VersionedCache
-from app.services.facets import benchmark_facets, facets_kept, keep_facets, worth_keeping
-from app.services.instance_filter import InstanceFilter
+from app.services.evidence.benchmarks import get_benchmark
+from app.services.table.browse import benchmark_view
+from app.services.table.facets import benchmark_facets, facets_kept, keep_facets, worth_keeping
+from app.services.table.instance_filter import InstanceFilter
 from app.settings import Settings
+from app.sql.cache import VersionedCache
 from app.store import Store
 from app.tables import Benchmark
 from app.web import (

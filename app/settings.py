@@ -30,7 +30,7 @@ class Settings(BaseSettings):
     # (os.sched_getaffinity). On a shared machine fewer threads than cores can be faster.
     worker_threads: int | None = Field(default=None, ge=1)
     # Labelled items up to which the metrics page computes a missing result in the request;
-    # above, a compute_metrics job does (app.services.metric_results).
+    # above, a compute_metrics job does (app.services.metrics.metric_results).
     metrics_inline_items: int = Field(default=50_000, ge=0)
 
     @property

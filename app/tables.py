@@ -220,7 +220,7 @@ class LabelEvent(Base):
     # Original sources: import, derived (flips) and any importer's name. Review sources: vote
     # (an annotator's; each author's latest counts, null withdraws) and adjudication (a
     # reviewer's decision; null = "no label"). Current-label readers skip the review sources
-    # (app.services.labels.REVIEW_SOURCES); app.services.resolution applies them.
+    # (app.services.evidence.labels.REVIEW_SOURCES); app.services.evidence.resolution applies them.
     source: Mapped[str] = mapped_column(String(40))
     author: Mapped[str] = mapped_column(String(200), default="")
     reason: Mapped[str] = mapped_column(Text, default="")
@@ -534,7 +534,7 @@ class MetricResult(Base):
     ``params_key`` hashes the request (label set, detectors, slice field, label mode, k,
     positive, resamples, seed) and the benchmark's creation time; with ``data_version`` it
     names exactly the numbers a request would compute. ``data_version`` is the version the
-    numbers depend on (``app.services.metric_results.result_version``): the benchmark's
+    numbers depend on (``app.services.metrics.metric_results.result_version``): the benchmark's
     evidence version for original labels, its data version for resolved ones. ``report``,
     ``plots`` and ``figures`` are JSON text (Python's float repr round-trips exactly; NaN
     stays NaN): the report's rows and intervals, the plot data drawn from, and the SVG as
@@ -561,7 +561,7 @@ class FacetResult(Base):
 
     Facets (counts, label sets and values, judges, scored detectors, slices) read evidence and
     original labels only, so ``evidence_version`` names them; ``facets`` is their JSON
-    (``app.services.facets``). Kept so that a server starting on a big benchmark reads them
+    (``app.services.table.facets``). Kept so that a server starting on a big benchmark reads them
     instead of scanning it (several seconds at a million instances).
     """
 
@@ -578,11 +578,11 @@ class FacetResult(Base):
 class DisagreementResult(Base):
     """A disagreement query's whole ranked list, kept per query and data version (issue 14).
 
-    ``params_key`` hashes the query without its limit (mode, detectors, label set, positive
-    class, the mode's settled parameters) and the benchmark's creation time; with
-    ``data_version`` it names exactly the list the query would rank. ``payload`` holds the list
-    as compressed columns (``app.services.disagreement_results.RankedList``); ``total`` its
-    length and ``mode`` its mode, for whoever reads the table.
+    ``params_key`` hashes the query without its limit (mode, detectors, label set, positive class,
+    the mode's settled parameters) and the benchmark's creation time; with ``data_version`` it names
+    exactly the list the query would rank. ``payload`` holds the list as compressed columns
+    (``app.services.disagreements.disagreement_results.RankedList``); ``total`` its length and
+    ``mode`` its mode, for whoever reads the table.
     """
 
     __tablename__ = "disagreement_results"

@@ -1,7 +1,7 @@
 """Time residual capture on SmolLM2: ours vs the truncated-forward limit and common alternatives.
 
 Prints one JSON object. Every method reads the same layers at the same position of the same
-padded batches: ``ours`` (``workers.capture.capture``, everything included: planning, hooks,
+padded batches: ``ours`` (``workers.engines.capture.capture``, everything included: planning, hooks,
 gather, copy to numpy), ``limit`` (embedding + causal mask + rotary + the blocks up to the
 deepest needed one, nothing kept: no capture can be cheaper), ``naive`` (a full forward with
 ``output_hidden_states=True``, logits included), TransformerLens (``run_with_cache`` with a
@@ -9,7 +9,7 @@ names filter and ``stop_at_layer``) and nnsight (``trace`` with the rows indexed
 ``tracer.stop()``), the last two when they import and load the local model offline. Methods run
 interleaved, round after round, and medians are reported; the per-round ratio to the limit is
 paired, which keeps it meaningful on a busy machine. torch's thread count is the worker's
-(``workers.capture.set_torch_threads``): ``--threads`` compares counts.
+(``workers.engines.capture.set_torch_threads``): ``--threads`` compares counts.
 
     python benchmarks/capture_bench.py [--n-items 64] [--batch-size 8] [--device cpu]
                                        [--dtype float32|bf16] [--repeats 3] [--model-dir DIR]
@@ -35,7 +35,7 @@ import torch
 from rounds import run_rounds  # benchmarks/ is on sys.path when a script runs
 
 from app.settings import Settings
-from workers.capture import (
+from workers.engines.capture import (
     CaptureBatch,
     EndOfTurn,
     capture,
@@ -46,7 +46,7 @@ from workers.capture import (
     set_torch_threads,
     usable_cores,
 )
-from workers.models import LoadedModel, convert_smollm2, load_model
+from workers.engines.models import LoadedModel, convert_smollm2, load_model
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may reach a hub
 DATA = Path(__file__).resolve().parent.parent / "data" / "judgebench"

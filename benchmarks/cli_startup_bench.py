@@ -9,7 +9,7 @@ medians, and whether both printed the same help.
     .venv/bin/python benchmarks/cli_startup_bench.py [--base REV] [--rounds N]
 
 The default base is the commit before the one that made the commands lazy (the parent of the
-commit that added ``app/lazy_cli.py``).
+commit that added ``app/cli/lazy.py``).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ def _git(*args: str) -> str:
 
 
 def default_base() -> str:
-    """The parent of the commit that added ``app/lazy_cli.py`` (HEAD if none did yet)."""
-    added = _git("log", "--diff-filter=A", "--format=%H", "--", "app/lazy_cli.py").split()
+    """The parent of the commit that added ``app/cli/lazy.py`` (HEAD if none did yet)."""
+    added = _git("log", "--diff-filter=A", "--format=%H", "--", "app/cli/lazy.py").split()
     return _git("rev-parse", f"{added[-1]}^") if added else _git("rev-parse", "HEAD")
 
 

@@ -37,17 +37,17 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from app.db import transaction  # noqa: E402
-from app.services.benchmarks import get_benchmark  # noqa: E402
-from app.services.disagreement_modes import get_mode  # noqa: E402
-from app.services.disagreement_modes.base import Disagreement  # noqa: E402
-from app.services.disagreement_modes.previews import with_previews  # noqa: E402
-from app.services.disagreement_query import build_query  # noqa: E402
-from app.services.disagreement_results import (  # noqa: E402
+from app.services.disagreements.disagreement_query import build_query  # noqa: E402
+from app.services.disagreements.disagreement_results import (  # noqa: E402
     DISAGREEMENT_CACHE,
     ListRequest,
     rank_directly,
 )
-from app.services.disagreements import find_disagreements  # noqa: E402
+from app.services.disagreements.lists import find_disagreements  # noqa: E402
+from app.services.disagreements.modes import get_mode  # noqa: E402
+from app.services.disagreements.modes.base import Disagreement  # noqa: E402
+from app.services.disagreements.modes.previews import with_previews  # noqa: E402
+from app.services.evidence.benchmarks import get_benchmark  # noqa: E402
 from app.store import Store  # noqa: E402
 from app.tables import DisagreementResult  # noqa: E402
 from benchmarks.rounds import run_rounds  # noqa: E402

@@ -8,9 +8,9 @@ drawn) one of them is SIGKILLed and started again, ``--kills`` times in all; ``-
 the workers' database connections are cut instead (``pg_terminate_backend``), which the workers
 must survive without a restart. Then the store is audited:
 
-- the job is done;
-- every (pair, order) unit has exactly one judgment (rows = distinct units = pairs x 2);
-- the flip labels equal :func:`app.services.flips.flip_value` recomputed from the judgments;
+- the job is done; - every (pair, order) unit has exactly one judgment (rows = distinct units =
+  pairs x 2); - the flip labels equal :func:`app.services.evidence.flips.flip_value` recomputed from
+  the judgments;
 - the activation set's folder holds only complete shards, with exactly one row per AB judgment
   (no instance twice, none missing, none without a judgment), in the order the set's row records.
 
@@ -43,19 +43,19 @@ from sqlalchemy import create_engine, func, select, text  # noqa: E402
 
 from app.db import transaction  # noqa: E402
 from app.ingest.judgebench import import_judgebench  # noqa: E402
-from app.judging.params import JudgeParams, enqueue_judge  # noqa: E402
-from app.services import jobs  # noqa: E402
-from app.services.activation_sets import get_activation_set  # noqa: E402
-from app.services.flips import flip_label_name, flip_value  # noqa: E402
-from app.services.labels import latest_label_values  # noqa: E402
-from app.services.language_models import register_language_model  # noqa: E402
+from app.services.evidence.activation_sets import get_activation_set  # noqa: E402
+from app.services.evidence.flips import flip_label_name, flip_value  # noqa: E402
+from app.services.evidence.labels import latest_label_values  # noqa: E402
+from app.services.evidence.language_models import register_language_model  # noqa: E402
+from app.services.jobs import queue as job_queue  # noqa: E402
+from app.services.jobs.judge import JudgeParams, enqueue_judge  # noqa: E402
 from app.settings import BUNDLED_DATA, Settings  # noqa: E402
 from app.store import Store  # noqa: E402
 from app.tables import Detector, Judgment, Order  # noqa: E402
 from benchmarks.serving import fresh_store  # noqa: E402
-from workers.activations import shard_files  # noqa: E402
-from workers.judge_job import activation_set_name  # noqa: E402
-from workers.models import convert_smollm2, describe_model  # noqa: E402
+from workers.engines.activations import shard_files  # noqa: E402
+from workers.engines.models import convert_smollm2, describe_model  # noqa: E402
+from workers.jobs.judge import activation_set_name  # noqa: E402
 
 BENCHMARK = "judgebench"
 MODEL = "fleet-judge"
@@ -159,7 +159,7 @@ def setup(store: Store, model_dir: Path, args: argparse.Namespace) -> tuple[int,
 def audit(store: Store, job_id: int, params: JudgeParams) -> dict[str, Any]:
     """The job's outcome and the consistency of its judgments, flip labels and activations."""
     with transaction(store.factory) as s:
-        job = jobs.get_job(s, job_id)
+        job = job_queue.get_job(s, job_id)
         detector_id = s.scalar(select(Detector.id).where(Detector.name == params.judge))
         rows = s.execute(
             select(Judgment.instance_id, Judgment.order, Judgment.choice, Judgment.activation_ref)
@@ -234,9 +234,9 @@ def drive(
     next_at = time.monotonic() + rng.uniform(*args.gap)
     while time.monotonic() < deadline:
         with transaction(store.factory) as s:
-            job = jobs.get_job(s, job_id)
+            job = job_queue.get_job(s, job_id)
             status, owner, progress = job.status, job.lease_owner, job.progress_done
-        if status in jobs.FINISHED:
+        if status in job_queue.FINISHED:
             break
         holder = holder_pid(owner) if status == "running" else None
         slots = {p.pid: k for k, p in enumerate(fleet.procs)}

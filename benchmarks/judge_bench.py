@@ -27,10 +27,10 @@ import numpy as np
 import torch
 from rounds import run_rounds  # benchmarks/ is on sys.path when a script runs
 
-from app.judging.protocol import JudgePrompt
+from app.services.jobs.judge_protocol import JudgePrompt
 from app.settings import Settings
-from workers.capture import render_chat
-from workers.judge import (
+from workers.engines.capture import render_chat
+from workers.engines.judge import (
     JudgeSettings,
     generate_traced,
     judge_forced,
@@ -39,7 +39,7 @@ from workers.judge import (
     length_buckets,
     verdict_tokens,
 )
-from workers.models import LoadedModel, convert_smollm2, load_model
+from workers.engines.models import LoadedModel, convert_smollm2, load_model
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 DATA = Path(__file__).resolve().parent.parent / "data" / "judgebench"

@@ -41,15 +41,29 @@ TARGET_CPU_S = 30.0
 TARGET_N = 1_000_000
 
 
+def _first(*modules: str) -> Any:
+    """The first of ``modules`` that the tree under test has."""
+    import importlib
+
+    for name in modules[:-1]:
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError:
+            continue
+    return importlib.import_module(modules[-1])
+
+
 def child(url: str, resamples: int) -> dict[str, Any]:
     """One cold computation in this process: CPU and wall seconds, and the report."""
     import time
 
     from app.db import make_engine, session_factory
-    from app.services.metric_results import compute_result
-    from app.services.metrics_query import MetricsQuery
     from app.settings import Settings
-    from app.web.svg_plots import metrics_figures
+
+    # A base revision from before the services were cut into wings has the flat module names.
+    results = _first("app.services.metrics.metric_results", "app.services.metric_results")
+    queries = _first("app.services.metrics.metrics_query", "app.services.metrics_query")
+    plots = _first("app.services.metrics.svg_plots", "app.web.svg_plots")
     from benchmarks.seeding import BENCHMARK
 
     # The SQLite file's folder as the data folder (make_engine creates it, so not the cwd's).
@@ -57,9 +71,9 @@ def child(url: str, resamples: int) -> dict[str, Any]:
     engine = make_engine(Settings(data_dir=data_dir, database_url=url))
     try:
         with session_factory(engine)() as session:
-            query = MetricsQuery(BENCHMARK, resamples=resamples)
+            query = queries.MetricsQuery(BENCHMARK, resamples=resamples)
             wall, cpu = time.perf_counter(), time.process_time()
-            result = compute_result(session, query, draw=metrics_figures)
+            result = results.compute_result(session, query, draw=plots.metrics_figures)
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     finally:
         engine.dispose()

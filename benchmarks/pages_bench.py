@@ -33,16 +33,16 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from app.services.benchmarks import get_benchmark  # noqa: E402
-from app.services.browse import benchmark_view  # noqa: E402
-from app.services.cache import VersionedCache  # noqa: E402
-from app.services.facets import benchmark_facets, version_key  # noqa: E402
-from app.services.instance_filter import (  # noqa: E402
+from app.services.evidence.benchmarks import get_benchmark  # noqa: E402
+from app.services.table.browse import benchmark_view  # noqa: E402
+from app.services.table.facets import benchmark_facets, version_key  # noqa: E402
+from app.services.table.instance_filter import (  # noqa: E402
     FlipState,
     InstanceFilter,
     LabelCondition,
     SliceCondition,
 )
+from app.sql.cache import VersionedCache  # noqa: E402
 from app.store import Store  # noqa: E402
 from app.tables import (  # noqa: E402
     Benchmark,

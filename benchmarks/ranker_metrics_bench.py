@@ -39,9 +39,9 @@ from sqlalchemy import delete, update  # noqa: E402
 from app import migrate  # noqa: E402
 from app.db import make_engine, session_factory, transaction  # noqa: E402
 from app.ingest.table import import_table  # noqa: E402
-from app.services.detectors import RANKER_KIND, RANKER_PREFIX  # noqa: E402
-from app.services.metrics import metrics_report  # noqa: E402
-from app.services.metrics_query import METRICS_CACHE  # noqa: E402
+from app.services.evidence.detectors import RANKER_KIND, RANKER_PREFIX  # noqa: E402
+from app.services.metrics.metrics_query import METRICS_CACHE  # noqa: E402
+from app.services.metrics.report import metrics_report  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.tables import Detector, MetricResult  # noqa: E402
 

@@ -27,8 +27,8 @@ from sqlalchemy import select, text  # noqa: E402
 
 from app.db import transaction  # noqa: E402
 from app.ingest.table import import_table  # noqa: E402
-from app.services import queues  # noqa: E402
-from app.services.benchmarks import get_benchmark  # noqa: E402
+from app.services.evidence.benchmarks import get_benchmark  # noqa: E402
+from app.services.review import queues  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.store import Store  # noqa: E402
 from app.tables import Instance  # noqa: E402

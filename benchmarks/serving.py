@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from app.db import transaction  # noqa: E402
-from app.services.users import create_user  # noqa: E402
+from app.services.accounts.users import create_user  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.store import Store  # noqa: E402
 

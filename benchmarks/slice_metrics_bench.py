@@ -4,7 +4,8 @@ Imports the bundled JudgeBench pairs and judge outputs into a fresh SQLite store
 side by side in the same run (order rotating each round), a cold metric matrix of label set
 ``reference`` with ``slice_field="source"`` (17 slices) and 2,000 resamples:
 
-- ``single_pass``: what the metrics page runs now (:func:`app.services.metric_matrix.matrix_rows`:
+- ``single_pass``: what the metrics page runs now
+  (:func:`app.services.metrics.metric_matrix.matrix_rows`:
   the slices group-bootstrapped together, one generator per resample);
 - ``per_slice``: the loop it replaced, one :func:`app.stats.bootstrap.group_bootstrap` per
   detector and slice, each slice with its own seed (one generator per resample and slice).
@@ -34,16 +35,16 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from app import migrate  # noqa: E402
+from app.cli.demo import demo_files  # noqa: E402
 from app.db import make_engine, session_factory, transaction  # noqa: E402
-from app.demo import demo_files  # noqa: E402
 from app.ingest.judgebench import import_judgebench  # noqa: E402
-from app.services.metric_matrix import (  # noqa: E402
+from app.services.metrics.metric_matrix import (  # noqa: E402
     MATRIX_METRICS,
     matrix_rows,
     ranks_for_review,
     slice_seed,
 )
-from app.services.metrics_query import METRICS_CACHE, load_metrics_data, metrics_query  # noqa: E402
+from app.services.metrics.metrics_query import METRICS_CACHE, load_metrics_data, metrics_query  # noqa: E402
 from app.settings import BUNDLED_DATA, Settings  # noqa: E402
 from app.stats import bootstrap  # noqa: E402
 from app.stats.registry import applicable  # noqa: E402

@@ -56,7 +56,7 @@ phase_done ruff
 set +e
 # A base temp directory of this checkout's own: pytest prunes old numbered directories under the
 # shared /tmp/pytest-of-$USER, which would pull the rug from under a second run on the machine.
-# --durations and the per-file totals (tests/file_durations.py) say where the time goes.
+# --durations and the per-file totals (tests/support/file_durations.py) say where the time goes.
 .venv/bin/python -m pytest -q --basetemp=.pytest-tmp --durations=30 "$@"
 status=$?
 set -e

@@ -17,7 +17,7 @@ from app.settings import Settings
 from app.tables import Base
 
 # The per-file wall times at the end of each run (a conftest's hooks are its module's names).
-from tests.file_durations import (  # noqa: F401
+from tests.support.file_durations import (  # noqa: F401
     pytest_runtest_logreport,
     pytest_terminal_summary,
 )
@@ -102,7 +102,7 @@ def engine(settings: Settings) -> Iterator[Engine]:
 @pytest.fixture(scope="session")
 def smollm2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """SmolLM2-135M-Instruct converted once per session into ``<data>/models/...`` (slow)."""
-    from workers.models import convert_smollm2
+    from workers.engines.models import convert_smollm2
 
     return convert_smollm2(tmp_path_factory.mktemp("smollm2-data"))
 

@@ -1,25 +1,25 @@
-"""The layering rules of DESIGN.md (issue 11), checked on the import graph with grimp.
+"""The layering rules (tests/support/layering.py) hold on the real tree, and each can fail.
 
-Every import statement counts, including those inside functions: a lazy import does not
-make a forbidden dependency or a cycle acceptable.
+Each rule runs on the import graph of ``app`` and ``workers``. To show that a rule is not
+vacuous, a small package tree is written with the same folder names: a legal skeleton every
+rule accepts, then the skeleton plus one breaking import, which that rule must refuse.
 """
 
 from __future__ import annotations
 
-import graphlib
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import grimp
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-# The CLI is the one place that wires worker commands into ``appellate``: it names them by
-# string (app.cli) or imports them inside the command that runs them (app.serve_cli's demo).
-CLI_MODULES = {"app.cli", "app.serve_cli"}
-HEAVY = ("torch", "transformers", "sklearn", "scipy", "pandas")
+from tests.conftest import REPO
+from tests.support.layering import RULES, Roots
+
+HEAVY_AT_START = ("torch", "transformers", "sklearn", "scipy", "pandas")
 
 
 @pytest.fixture(scope="module")
@@ -27,72 +27,117 @@ def graph() -> grimp.ImportGraph:
     return grimp.build_graph("app", "workers", include_external_packages=True, cache_dir=None)
 
 
-def _chains(graph: grimp.ImportGraph, importer: str, imported: str) -> list[str]:
-    if imported not in graph.modules:
-        return []
-    found = graph.find_shortest_chains(importer=importer, imported=imported, as_packages=True)
-    return [" -> ".join(chain) for chain in sorted(found)]
-
-
-def _internal(graph: grimp.ImportGraph, package: str) -> set[str]:
-    return {m for m in graph.modules if m == package or m.startswith(package + ".")}
-
-
 def test_the_graph_sees_the_layers(graph: grimp.ImportGraph) -> None:
-    # Guards the checks below against passing on a graph that misses what they look at.
-    assert {"app.stats", "app.services", "app.web", "app.cli"} <= graph.modules
-    assert graph.direct_import_exists(importer="app.web.api", imported="app.services.browse")
-    assert graph.direct_import_exists(importer="workers.models", imported="torch")
-    assert _chains(graph, "app.web", "app.services")
+    # Guards the rules against passing on a graph that misses what they look at.
+    wings = {"evidence", "accounts", "jobs", "table", "metrics", "disagreements", "review"}
+    assert {f"app.services.{w}" for w in wings} <= graph.modules
+    assert {"app.sql", "app.cli", "app.stats", "workers.jobs", "workers.engines"} <= graph.modules
+    assert graph.direct_import_exists(importer="app.web.api", imported="app.services.table.browse")
+    assert graph.direct_import_exists(importer="workers.engines.models", imported="torch")
 
 
-@pytest.mark.parametrize("forbidden", ["app.services", "app.web", "sqlalchemy"])
-def test_stats_is_pure_numerics(graph: grimp.ImportGraph, forbidden: str) -> None:
-    chains = _chains(graph, "app.stats", forbidden)
-    assert not chains, f"app.stats must not reach {forbidden}:\n" + "\n".join(chains)
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_the_tree_keeps_the_rule(graph: grimp.ImportGraph, rule: str) -> None:
+    violations = RULES[rule](graph, Roots())
+    assert not violations, f"{rule}: {RULES[rule].__doc__}\n" + "\n".join(violations)
 
 
-def test_services_reach_neither_the_web_nor_a_cli_nor_torch(graph: grimp.ImportGraph) -> None:
-    cli_modules = {m for m in _internal(graph, "app.ingest") if m.endswith("_cli")}
-    cli_modules |= {"app.ingest.cli"}
-    assert "app.ingest.export_cli" in cli_modules
-    chains = []
-    for forbidden in ["app.web", "typer", "torch", "transformers", "workers", *sorted(cli_modules)]:
-        chains += _chains(graph, "app.services", forbidden)
-    assert not chains, "app.services must stay below the web, the CLI and the workers:\n" + (
-        "\n".join(chains)
-    )
-
-
-@pytest.mark.parametrize("heavy", ["torch", "transformers"])
-def test_nothing_in_app_imports_torch(graph: grimp.ImportGraph, heavy: str) -> None:
-    importers = sorted(
-        m for m in graph.find_modules_that_directly_import(heavy) if m in _internal(graph, "app")
-    )
-    assert not importers, f"{heavy} is imported in app/ by {importers}; it belongs in workers/"
-
-
-def test_only_the_cli_imports_workers(graph: grimp.ImportGraph) -> None:
-    # Elsewhere in app/ a workers module would drag torch into the web server or a service.
-    direct = graph.find_matching_direct_imports(import_expression="app.** -> workers.**")
-    outside = sorted({d["importer"] for d in direct} - CLI_MODULES)
-    assert not outside, f"only {sorted(CLI_MODULES)} may import workers.*, not {outside}"
-
-
-def test_no_import_cycles_inside_services(graph: grimp.ImportGraph) -> None:
-    services = _internal(graph, "app.services") - {"app.services"}
-    edges = {
-        m: {n for n in graph.find_modules_directly_imported_by(m) if n in services}
-        for m in services
+# A legal tree with every folder the rules name: each module imports only what it may.
+SKELETON = {
+    "{a}/cli/__init__.py": "import {w}.cli.tool\nimport {a}.main\n",
+    "{a}/main.py": "import {a}.web.pages\n",
+    "{a}/web/pages.py": "import {a}.ingest.export.release\nimport {a}.services.review.queues\n",
+    "{a}/ingest/reader.py": "import {a}.services.evidence.labels\nimport {a}.sql.bulk\n",
+    "{a}/ingest/export/release.py": "import {a}.services.table.browse\n",
+    "{a}/services/review/queues.py": "import {a}.services.disagreements.lists\n",
+    "{a}/services/disagreements/lists.py": "import {a}.services.metrics.matrix\n",
+    "{a}/services/metrics/matrix.py": "import {a}.services.table.browse\nimport {a}.stats.m\n",
+    "{a}/services/table/browse.py": "import {a}.services.jobs.judge\n",
+    "{a}/services/jobs/judge.py": "import {a}.services.evidence.labels\n",
+    "{a}/services/evidence/labels.py": "import {a}.sql.bulk\n",
+    "{a}/services/accounts/users.py": "import {a}.sql.bulk\n",
+    "{a}/sql/bulk.py": "import sqlalchemy\n",
+    "{a}/stats/m.py": "import numpy\n",
+    "{w}/cli/tool.py": "import {w}.dispatch\n",
+    "{w}/dispatch.py": "import {w}.jobs.judge\n",
+    "{w}/jobs/judge.py": "import {w}.runner\nimport {a}.services.jobs.judge\n",
+    "{w}/runner.py": "import {w}.engines.capture\n",
+    "{w}/engines/capture.py": "import torch\n",
+}
+# One import per rule that breaks it (added to the skeleton as one more module).
+BREAKS = {
+    "services_wings": ("{a}/services/evidence/peek.py", "import {a}.services.table.browse\n"),
+    "app_layers": ("{a}/sql/upward.py", "import {a}.services.evidence.labels\n"),
+    "worker_layers": ("{w}/engines/upward.py", "import {w}.jobs.judge\n"),
+    "services_below_ingest_web_cli": (
+        "{a}/services/metrics/reads.py",
+        "import {a}.ingest.reader\n",
+    ),
+    "web_imports_ingest_only_for_export": ("{a}/web/upload.py", "import {a}.ingest.reader\n"),
+    "workers_never_import_web": ("{w}/jobs/plot.py", "import {a}.web.pages\n"),
+    "nothing_in_app_imports_torch": ("{a}/services/jobs/gpu.py", "import torch\n"),
+    "only_the_cli_imports_workers": ("{a}/web/run.py", "import {w}.runner\n"),
+    "stats_is_pure_numerics": ("{a}/stats/db.py", "import sqlalchemy\n"),
+    "no_cycles_in_services": (
+        "{a}/services/evidence/labels.py",
+        "import {a}.sql.bulk\nimport {a}.services.evidence.flips\n",
+    ),
+}
+EXTRA = {
+    "no_cycles_in_services": {
+        "{a}/services/evidence/flips.py": "import {a}.services.evidence.labels\n"
     }
-    try:
-        graphlib.TopologicalSorter(edges).prepare()
-    except graphlib.CycleError as exc:
-        cycle = " -> ".join(reversed(exc.args[1]))
-        pytest.fail(
-            f"import cycle inside app/services: {cycle}. Move what both modules need into a "
-            "module both import; a lazy import inside a function does not break a cycle."
-        )
+}
+
+
+def _write_tree(root: Path, roots: Roots, files: dict[str, str]) -> None:
+    for pattern, source in files.items():
+        path = root / pattern.format(a=roots.app, w=roots.workers)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source.format(a=roots.app, w=roots.workers))
+    # Every folder a package, as in the real tree.
+    for top in (roots.app, roots.workers):
+        for folder in [root / top, *(p for p in (root / top).rglob("*") if p.is_dir())]:
+            (folder / "__init__.py").touch(exist_ok=True)
+
+
+def _graph_of(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, str]) -> tuple:
+    # Fresh top names each time: the import system caches where a package was found.
+    tag = uuid.uuid4().hex[:8]
+    roots = Roots(app=f"fake{tag}_app", workers=f"fake{tag}_workers")
+    _write_tree(tmp_path, roots, files)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    graph = grimp.build_graph(
+        roots.app, roots.workers, include_external_packages=True, cache_dir=None
+    )
+    return graph, roots
+
+
+def test_the_skeleton_keeps_every_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    graph, roots = _graph_of(tmp_path, monkeypatch, SKELETON)
+    assert len(graph.modules) > 25
+    for name, rule in RULES.items():
+        assert rule(graph, roots) == [], name
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_each_rule_refuses_a_breaking_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: str
+) -> None:
+    where, source = BREAKS[rule]
+    graph, roots = _graph_of(
+        tmp_path, monkeypatch, {**SKELETON, where: source, **EXTRA.get(rule, {})}
+    )
+    violations = RULES[rule](graph, roots)
+    assert violations, f"{rule} accepted {where.format(a=roots.app, w=roots.workers)}"
+    # The report names the module that broke the rule.
+    broken = where.format(a=roots.app, w=roots.workers).removesuffix(".py").replace("/", ".")
+    named = {broken, broken.rsplit(".", 1)[0] + ".flips"}
+    assert any(any(n in line for n in named) for line in violations), violations
+
+
+def test_every_rule_has_a_breaking_package() -> None:
+    assert sorted(BREAKS) == sorted(RULES)
 
 
 def test_importing_the_cli_loads_no_worker_module() -> None:
@@ -109,6 +154,6 @@ def test_importing_the_cli_loads_no_worker_module() -> None:
     loaded = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if "|" in line}
     assert "app.cli" in loaded and "typer" in loaded
     workers = sorted(m for m in loaded if m == "workers" or m.startswith("workers."))
-    heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY)
+    heavy = sorted(m for m in loaded if m.split(".")[0] in HEAVY_AT_START)
     assert not workers, f"import app.cli loads {workers}"
     assert not heavy, f"import app.cli loads {heavy}"

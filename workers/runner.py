@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import transaction
 from app.errors import AppellateError
-from app.services import jobs
+from app.services.jobs import queue as job_queue
 from app.store import Store
 from app.tables import Job
 
@@ -103,7 +103,7 @@ def _hold(session: Session, job_id: int, owner: str) -> bool:
     (SQLite's IMMEDIATE write transactions serialise the same way; FOR UPDATE is dropped there.)
     """
     session.execute(select(Job.id).where(Job.id == job_id).with_for_update())
-    return jobs.is_owned(session, job_id, owner)
+    return job_queue.is_owned(session, job_id, owner)
 
 
 def worker_name() -> str:
@@ -116,7 +116,7 @@ class JobContext:
     """What a handler gets: the job, the store, the device, and per-batch commit and progress."""
 
     store: Store
-    claim: jobs.Claim
+    claim: job_queue.Claim
     device: str
     shutdown: threading.Event
     lease_lost: threading.Event = field(default_factory=threading.Event)
@@ -159,7 +159,7 @@ class JobContext:
                 raise JobStopped
             out = work(session)
             if done is not None:
-                jobs.set_progress(session, self.claim.job_id, self.claim.owner, done, total)
+                job_queue.set_progress(session, self.claim.job_id, self.claim.owner, done, total)
             return out
 
         out = self._retried(self.store.write_factory, batch)
@@ -170,7 +170,7 @@ class JobContext:
         """Record progress without results (e.g. the total, before the first batch)."""
 
         def record(session: Session) -> bool:
-            return jobs.set_progress(session, self.claim.job_id, self.claim.owner, done, total)
+            return job_queue.set_progress(session, self.claim.job_id, self.claim.owner, done, total)
 
         if not self._retried(self.store.write_factory, record):
             self.lease_lost.set()
@@ -200,7 +200,7 @@ class _Heartbeat(threading.Thread):
         while not self.stopped.wait(self.lease_seconds / 3):
             try:
                 with transaction(self.ctx.store.write_factory) as session:
-                    ok = jobs.heartbeat(
+                    ok = job_queue.heartbeat(
                         session,
                         self.ctx.claim.job_id,
                         self.ctx.claim.owner,
@@ -244,10 +244,10 @@ class Worker:
     # Loaded models and other per-process state shared by the jobs this worker runs.
     cache: dict[Any, Any] = field(default_factory=dict)
 
-    def claim(self, job_id: int | None = None) -> jobs.Claim | None:
+    def claim(self, job_id: int | None = None) -> job_queue.Claim | None:
         """Claim the next job this worker can run (or exactly ``job_id``)."""
         with transaction(self.store.write_factory) as session:
-            return jobs.claim(
+            return job_queue.claim(
                 session,
                 worker_name(),
                 lease_seconds=self.lease_seconds,
@@ -283,10 +283,10 @@ class Worker:
             count += 1
         return count
 
-    def execute(self, claimed: jobs.Claim) -> str:
+    def execute(self, claimed: job_queue.Claim) -> str:
         """Run one claimed job to its outcome; returns what happened (done, stopped, failed...)."""
         # Imported here: the runner itself never needs torch (the handlers load it anyway).
-        from workers.capture import set_torch_threads
+        from workers.engines.capture import set_torch_threads
 
         set_torch_threads(self.store.settings.worker_threads)
         ctx = JobContext(
@@ -318,11 +318,13 @@ class Worker:
         finally:
             beat.stopped.set()
             beat.join()
-        ok = self._write(claimed, lambda s: jobs.finish(s, claimed.job_id, claimed.owner, result))
+        ok = self._write(
+            claimed, lambda s: job_queue.finish(s, claimed.job_id, claimed.owner, result)
+        )
         self.log(f"job {claimed.job_id}: {'done' if ok else 'finished after losing its lease'}")
         return "done" if ok else "lost"
 
-    def _write(self, claimed: jobs.Claim, work: Callable[[Session], T]) -> T | None:
+    def _write(self, claimed: job_queue.Claim, work: Callable[[Session], T]) -> T | None:
         """An outcome's transaction, retried for a lease; None when the database stayed away."""
         try:
             return in_retried_transaction(
@@ -334,13 +336,13 @@ class Worker:
             self._cut_off(claimed, exc)
             return None
 
-    def _cut_off(self, claimed: jobs.Claim, exc: BaseException) -> str:
+    def _cut_off(self, claimed: job_queue.Claim, exc: BaseException) -> str:
         self.log(f"job {claimed.job_id}: database unreachable, left to its lease: {_brief(exc)}")
         return "lost"
 
-    def _failed(self, claimed: jobs.Claim, detail: str, *, final: bool) -> str:
+    def _failed(self, claimed: job_queue.Claim, detail: str, *, final: bool) -> str:
         status = self._write(
-            claimed, lambda s: jobs.fail(s, claimed.job_id, claimed.owner, detail, final=final)
+            claimed, lambda s: job_queue.fail(s, claimed.job_id, claimed.owner, detail, final=final)
         )
         self.log(f"job {claimed.job_id}: {detail} -> {status}")
         return status or "lost"
@@ -348,14 +350,14 @@ class Worker:
     def _stopped(self, ctx: JobContext) -> str:
         if self.shutdown.is_set() and not ctx.lease_lost.is_set():
             claimed = ctx.claim
-            self._write(claimed, lambda s: jobs.release(s, claimed.job_id, claimed.owner))
+            self._write(claimed, lambda s: job_queue.release(s, claimed.job_id, claimed.owner))
             self.log(f"job {ctx.claim.job_id}: stopped by shutdown, back in the queue")
             return "released"
         self.log(f"job {ctx.claim.job_id}: stopped (cancelled or lease lost)")
         return "stopped"
 
 
-def _attempt(claimed: jobs.Claim) -> str:
+def _attempt(claimed: job_queue.Claim) -> str:
     """``attempt N``, and the leases lost before it (workers killed under the job) if any."""
     n = claimed.lease_losses
     lost = f" after {n} lost lease{'s' if n != 1 else ''}" if n else ""

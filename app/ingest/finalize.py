@@ -8,8 +8,8 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from app.ingest.records import ImportSummary
-from app.services.benchmarks import bump_data_version
-from app.services.flips import recompute_flips
+from app.services.evidence.benchmarks import bump_data_version
+from app.services.evidence.flips import recompute_flips
 from app.tables import Benchmark, Instance, Judgment, LabelEvent, Prediction, Score
 
 ANALYZE_FROM_ROWS = 10_000

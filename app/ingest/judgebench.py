@@ -17,9 +17,9 @@ from app.ingest.readers import Row, open_table
 from app.ingest.records import ImportSummary, JudgmentIn, Record, ScoreIn, SourceFields
 from app.ingest.values import identifier
 from app.ingest.writer import DEFAULT_CHUNK_ROWS, record_import, write_records
-from app.services.benchmarks import ensure_benchmark
-from app.services.detectors import ensure_detector
-from app.services.judge_scores import sigmoid
+from app.services.evidence.benchmarks import ensure_benchmark
+from app.services.evidence.detectors import ensure_detector
+from app.services.evidence.judge_scores import sigmoid
 from app.tables import Benchmark, BenchmarkKind, Choice, Order
 
 PAIR_FIELDS = (
@@ -95,8 +95,8 @@ def import_judgebench(
     rewards are kept in the score's details.
 
     Flip labels ``flip:<detector>`` and the judges' scores (P(A is better) from both orders, see
-    :mod:`app.services.judge_scores`) are recomputed for the imported judges afterwards; reward
-    models get neither.
+    :mod:`app.services.evidence.judge_scores`) are recomputed for the imported judges afterwards;
+    reward models get neither.
 
     Parameters
     ----------

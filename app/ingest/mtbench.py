@@ -16,7 +16,7 @@ from app.ingest.readers import Row, file_sha256, open_table
 from app.ingest.records import ImportSummary, Record, SourceFields
 from app.ingest.values import identifier
 from app.ingest.writer import DEFAULT_CHUNK_ROWS, record_import, write_records
-from app.services.benchmarks import ensure_benchmark
+from app.services.evidence.benchmarks import ensure_benchmark
 from app.tables import BenchmarkKind
 
 FIELDS = SourceFields(

@@ -28,8 +28,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from app.errors import InvalidInput
-from app.ingest.json_paths import first_string_path, nesting_depth
-from app.ingest.values import MAX_NESTING, find_unstorable, printable, unstorable
+from app.sql.json_paths import first_string_path, nesting_depth
+from app.sql.storable import MAX_NESTING, find_unstorable, printable, unstorable
 
 # Whole-record problems (malformed JSON, ragged CSV row, empty file) have no single field.
 RECORD = "record"

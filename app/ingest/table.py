@@ -16,12 +16,10 @@ from typing import Any, Unpack
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
-from app.ingest.choices import option_letter, option_letters, parse_options
 from app.ingest.finalize import finalize_import
 from app.ingest.readers import Row, Table, open_table
 from app.ingest.records import ImportSummary, PredictionIn, Record, ScoreIn, SourceFields
 from app.ingest.values import (
-    MAX_LABEL_LENGTH,
     answer_text,
     check_label_name,
     identifier,
@@ -30,9 +28,11 @@ from app.ingest.values import (
     score_value,
 )
 from app.ingest.writer import DEFAULT_CHUNK_ROWS, record_import, write_records
-from app.services.benchmarks import BenchmarkNotes, ensure_benchmark
-from app.services.detectors import ensure_detector
-from app.services.graders import parse_grader, set_grader
+from app.services.evidence.benchmarks import BenchmarkNotes, ensure_benchmark
+from app.services.evidence.choices import option_letter, option_letters, parse_options
+from app.services.evidence.detectors import ensure_detector
+from app.services.evidence.graders import parse_grader, set_grader
+from app.sql.storable import MAX_LABEL_LENGTH
 from app.tables import BenchmarkKind
 
 # Payload fields every instance of a kind must have (what the pages and judges read).
@@ -67,7 +67,7 @@ class TableSpec:
     ``reference`` label is an option letter (a 0-based index is accepted); answers are kept as
     given (one naming no option is simply wrong).
     ``answers`` maps detector names to columns of categorical answers (predictions); ``grader``
-    is the answer benchmark's grader spec (:mod:`app.services.graders`). ``derive`` may add
+    is the answer benchmark's grader spec (:mod:`app.services.evidence.graders`). ``derive`` may add
     labels computed from a record's other labels.
     """
 
@@ -361,7 +361,7 @@ def import_table(
         detectors get kind ``model``. Empty cells are skipped.
     grader
         Answer tables: how answers are graded against ``reference`` (see
-        :func:`app.services.graders.parse_grader`), kept with the benchmark.
+        :func:`app.services.evidence.graders.parse_grader`), kept with the benchmark.
     chunk_size
         Rows per bulk write.
 

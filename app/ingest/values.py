@@ -7,25 +7,16 @@ import contextlib
 import datetime as dt
 import decimal
 import math
-import re
 from typing import Any
 
-from app.ingest.json_paths import first_string_finding
-from app.services.flips import FLIP_PREFIX
+from app.services.evidence.flips import FLIP_PREFIX
+from app.sql.storable import MAX_LABEL_LENGTH
 
 # Label sets with a fixed vocabulary; any other label set takes free text.
 LABEL_VALUES: dict[str, tuple[str, ...]] = {"truth": ("0", "1"), "reference": ("A", "B")}
 MAX_ID_LENGTH = 300
-MAX_LABEL_LENGTH = 200
 # A model's free-text answer; long outputs belong in a response benchmark.
 MAX_ANSWER_LENGTH = 100_000
-# Lists and objects nested deeper than this are refused where a record is read: real records
-# nest a few levels, and every walk of a payload (conversion, checks, JSON encoding) recurses.
-MAX_NESTING = 100
-# Text neither database can hold: NUL (PostgreSQL's text and JSONB refuse it) and surrogate code
-# points, which in a Python str are always lone ones (a JSON "\ud800" escape without its pair):
-# no UTF-8 encoder writes them, so PostgreSQL refuses them and SQLite stores what no read returns.
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def check_label_name(name: str) -> None:
@@ -183,35 +174,3 @@ def json_value(value: Any) -> Any:
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")
     return str(value)
-
-
-def unstorable(text: str) -> str | None:
-    """Why ``text`` cannot be stored (a NUL character or a lone surrogate), or None."""
-    found = _UNSTORABLE.search(text)
-    if found is None:
-        return None
-    char = found.group()
-    if char == "\x00":
-        return "NUL character (cannot be stored)"
-    return f"lone surrogate U+{ord(char):04X} (not Unicode text; cannot be stored)"
-
-
-def printable(text: str) -> str:
-    r"""``text`` with each unstorable character written as an escape (``\u0000``), for messages."""
-    return _UNSTORABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-
-
-def find_unstorable(value: Any, path: str = "", *, root: str = "") -> tuple[str, str] | None:
-    """The path (printable) and reason of the first unstorable string, dict key or value.
-
-    ``value`` must be nested at most :data:`MAX_NESTING` deep (the walk recurses).
-    """
-    # The common flat payload of strings, without recursion; keys checked as one string.
-    if (
-        type(value) is dict
-        and all(type(v) is str and _UNSTORABLE.search(v) is None for v in value.values())
-        and _UNSTORABLE.search("".join(map(str, value))) is None
-    ):
-        return None
-    found = first_string_finding(value, unstorable, path, keys=True, root=root)
-    return None if found is None else (printable(found[0]), found[1])

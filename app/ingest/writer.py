@@ -1,6 +1,6 @@
 """The one write path of every importer: chunked bulk inserts with idempotence and conflict checks.
 
-Records are buffered and written a chunk at a time in bulk (:mod:`app.ingest.bulk`; no ORM object
+Records are buffered and written a chunk at a time in bulk (:mod:`app.sql.bulk`; no ORM object
 per row). Each chunk first looks up what the store already holds: identical rows are skipped
 (idempotent re-import), differing ones raise :class:`~app.errors.Conflict`, and an id met twice in
 one file raises :class:`~app.errors.InvalidInput`. Nothing is committed here.
@@ -21,12 +21,13 @@ from sqlalchemy import Table, func, select
 from sqlalchemy.orm import Session
 
 from app.errors import Conflict, InvalidInput
-from app.ingest.bulk import bulk_insert, one_of
 from app.ingest.gc_pause import collect_young, paused_gc
 from app.ingest.readers import file_sha256
 from app.ingest.records import ImportCounts, Record, SourceFields
-from app.ingest.values import MAX_ID_LENGTH, find_unstorable, unstorable
+from app.ingest.values import MAX_ID_LENGTH
 from app.natural_sort import natural_key
+from app.sql.bulk import bulk_insert, one_of
+from app.sql.storable import find_unstorable, unstorable
 from app.tables import (
     Benchmark,
     ImportRecord,

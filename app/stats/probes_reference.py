@@ -4,7 +4,7 @@ This is the plain, loop-by-loop version of the nested grouped CV: for every oute
 inner fold, every layer and every lambda it standardises the training rows with
 ``StandardScaler`` and fits ``LogisticRegression(C=1 / (2 * lam * n_train), tol=1e-10)``. It
 shares no code with :mod:`app.stats.probes` on purpose (not even the fold helpers), so that the
-tests (``tests/test_stats_probes.py``) and the benchmark (``benchmarks/probe_bench.py``) compare
+tests (``tests/stats/test_probes.py``) and the benchmark (``benchmarks/probe_bench.py``) compare
 the optimised implementation against an independent statement of the same procedure: the same
 folds, the same selected ``(layer, lambda)`` per outer fold and the same out-of-fold
 predictions (to 1e-6).

@@ -10,8 +10,8 @@ from fastapi import Form, Request
 from fastapi.responses import HTMLResponse, Response
 
 from app.db import transaction
-from app.services import signin_throttle, users
-from app.services.users import Principal
+from app.services.accounts import signin_throttle, users
+from app.services.accounts.users import Principal
 from app.tables import Role, TokenKind, User
 from app.web.auth import (
     LOGIN_CSRF_COOKIE,

@@ -7,12 +7,12 @@ from typing import Annotated
 from fastapi import Depends, Query
 
 from app.db import transaction
-from app.services.browse import MAX_PAGE_SIZE, InstancePage, benchmark_view
-from app.services.facets import BenchmarkFacets, BenchmarkSummary, describe_benchmark
-from app.services.facets import list_benchmarks as list_benchmark_summaries
-from app.services.instance_filter import InstanceFilter
-from app.services.instance_sort import TableSort
-from app.services.instances import InstanceDetail, instance_detail
+from app.services.table.browse import MAX_PAGE_SIZE, InstancePage, benchmark_view
+from app.services.table.facets import BenchmarkFacets, BenchmarkSummary, describe_benchmark
+from app.services.table.facets import list_benchmarks as list_benchmark_summaries
+from app.services.table.instance_filter import InstanceFilter
+from app.services.table.instance_sort import TableSort
+from app.services.table.instances import InstanceDetail, instance_detail
 from app.web.deps import ReadCache, StoreDep
 from app.web.filters import instance_filter, table_sort
 from app.web.lane import Lane

@@ -18,7 +18,7 @@ from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
 from app.db import transaction
-from app.services.users import Principal, principal_for
+from app.services.accounts.users import Principal, principal_for
 from app.store import Store
 from app.tables import Role, TokenKind
 

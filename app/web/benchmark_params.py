@@ -6,8 +6,8 @@ from typing import Annotated
 
 from fastapi import Query
 
-from app.services.facets import BenchmarkFacets
-from app.services.labels import default_label_set
+from app.services.evidence.labels import default_label_set
+from app.services.table.facets import BenchmarkFacets
 from app.web.filters import Blank
 
 LabelParam = Annotated[

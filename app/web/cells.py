@@ -12,8 +12,8 @@ from typing import NamedTuple
 
 from markupsafe import Markup, escape
 
-from app.services.browse import InstanceRow
-from app.services.facets import BenchmarkFacets
+from app.services.table.browse import InstanceRow
+from app.services.table.facets import BenchmarkFacets
 from app.web.urls import path_segment
 
 _NONE = Markup('<span class="muted">·</span>')

@@ -11,7 +11,7 @@ from typing import Annotated
 
 from fastapi import Depends, Form, Request
 
-from app.services.cache import VersionedCache
+from app.sql.cache import VersionedCache
 from app.store import Store
 
 

@@ -1,9 +1,10 @@
 """Confident-disagreement page, its CSV export and its JSON twin.
 
-Thin routes over :mod:`app.services.disagreements`; every choice lives in the query string,
-read by one dependency into a :class:`~app.services.disagreement_query.DisagreementQuery`.
-The page's form, the API's documented parameters and its response model are built from the
-registered modes' declarations.
+Thin routes over :mod:`app.services.disagreements.lists`; every choice lives in the query string,
+read by one dependency into a
+:class:`~app.services.disagreements.disagreement_query.DisagreementQuery`. The page's form, the
+API's documented parameters and its response model are built from the registered modes'
+declarations.
 """
 
 from __future__ import annotations
@@ -16,22 +17,27 @@ from pydantic import BaseModel, Field, create_model
 from sqlalchemy.orm import Session
 from starlette.responses import HTMLResponse, Response
 
-from app import csv_safe
 from app.db import transaction
-from app.services.benchmarks import get_benchmark
-from app.services.cache import VersionedCache
-from app.services.disagreement_modes import all_modes, modes_declaring
-from app.services.disagreement_modes.base import Param, ParamKind
-from app.services.disagreement_query import (
+from app.ingest.export import csv_safe
+from app.services.disagreements.disagreement_query import (
     DEFAULT_MODE,
     DisagreementQuery,
     mode_param_names,
     parse_disagreement_query,
 )
-from app.services.disagreement_results import ListRequest, RankedList, Save, save_ranked
-from app.services.disagreement_view import disagreement_view, opening_query
-from app.services.disagreements import MODES, find_disagreements
-from app.services.facets import describe_benchmark
+from app.services.disagreements.disagreement_results import (
+    ListRequest,
+    RankedList,
+    Save,
+    save_ranked,
+)
+from app.services.disagreements.disagreement_view import disagreement_view, opening_query
+from app.services.disagreements.lists import MODES, find_disagreements
+from app.services.disagreements.modes import all_modes, modes_declaring
+from app.services.disagreements.modes.base import Param, ParamKind
+from app.services.evidence.benchmarks import get_benchmark
+from app.services.table.facets import describe_benchmark
+from app.sql.cache import VersionedCache
 from app.store import Store
 from app.tables import Benchmark
 from app.web.benchmark_params import default_label

@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from app.errors import Conflict, InvalidInput, NotFound
-from app.services.queues import NotAssigned
+from app.services.review.queues import NotAssigned
 from app.web.auth import Forbidden, NotSignedIn, sign_in_url
 from app.web.templating import render
 

@@ -12,9 +12,9 @@ from urllib.parse import urlencode
 from fastapi import Query
 from pydantic import BeforeValidator
 
-from app.services.filter_query import filter_from_params
-from app.services.instance_filter import FlipState, InstanceFilter
-from app.services.instance_sort import SORT_HELP, TableSort
+from app.services.table.filter_query import filter_from_params
+from app.services.table.instance_filter import FlipState, InstanceFilter
+from app.services.table.instance_sort import SORT_HELP, TableSort
 from app.tables import Choice
 
 

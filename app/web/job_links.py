@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from app.answering.params import ANSWER_CHOICES_JOB
-from app.judging.params import JUDGE_JOB
-from app.services.flips import flip_label_name
-from app.services.instance_filter import FlipState, InstanceFilter
-from app.services.probe_requests import APPLY_PROBE_JOB, FIT_LIE_PROBE_JOB, FIT_PROBE_JOB
-from app.services.rankers import RANK_ERRORS_JOB
+from app.services.evidence.flips import flip_label_name
+from app.services.jobs.answer import ANSWER_CHOICES_JOB
+from app.services.jobs.judge import JUDGE_JOB
+from app.services.jobs.probes import APPLY_PROBE_JOB, FIT_LIE_PROBE_JOB, FIT_PROBE_JOB
+from app.services.metrics.rankers import RANK_ERRORS_JOB
+from app.services.table.instance_filter import FlipState, InstanceFilter
 from app.tables import Job, JobStatus, Order
 from app.web.urls import benchmark_url, metrics_url
 
 PROBES_URL = "/probes"
-# workers.extract_job.EXTRACT_JOB (the web layer does not import workers).
+# workers.jobs.extract.EXTRACT_JOB (the web layer does not import workers).
 EXTRACT_JOB = "extract"
 
 

@@ -10,10 +10,10 @@ from pydantic import BaseModel, Field
 from starlette.responses import HTMLResponse, Response
 
 from app.db import transaction
-from app.judging.params import JudgeParams, default_mode, enqueue_judge, judgeable_benchmarks
-from app.services import jobs
-from app.services.benchmarks import get_benchmark
-from app.services.language_models import list_language_models
+from app.services.evidence.benchmarks import get_benchmark
+from app.services.evidence.language_models import list_language_models
+from app.services.jobs import queue as job_queue
+from app.services.jobs.judge import JudgeParams, default_mode, enqueue_judge, judgeable_benchmarks
 from app.tables import Job
 from app.web.deps import StoreDep
 from app.web.error_docs import CONFLICT
@@ -84,8 +84,8 @@ def _queue(store: StoreDep, name: str, body: JudgeRequest) -> Job:
 def jobs_page(request: Request, store: StoreDep, status: str | None = None) -> HTMLResponse:
     """Every job, newest first; the table refreshes itself while any job is active."""
     with transaction(store.factory) as session:
-        rows = jobs.list_jobs(session, status=status or None)
-        active = jobs.active_jobs_exist(session)
+        rows = job_queue.list_jobs(session, status=status or None)
+        active = job_queue.active_jobs_exist(session)
         pairwise = judgeable_benchmarks(session)
     context = {"jobs": rows, "active": active, "status": status or "", "pairwise": pairwise}
     return render(request, "jobs.html", context, fragment="_jobs_table.html")
@@ -95,7 +95,7 @@ def jobs_page(request: Request, store: StoreDep, status: str | None = None) -> H
 def job_page(request: Request, job_id: DbId, store: StoreDep) -> HTMLResponse:
     """One job: parameters, live progress, error, result, links to its output, cancel/retry."""
     with transaction(store.factory) as session:
-        job = jobs.get_job(session, job_id)
+        job = job_queue.get_job(session, job_id)
     context = {"job": job, "links": job_links(job)}
     return render(request, "job.html", context, fragment="_job.html")
 
@@ -104,7 +104,7 @@ def job_page(request: Request, job_id: DbId, store: StoreDep) -> HTMLResponse:
 def cancel_job(request: Request, job_id: DbId, store: StoreDep) -> Response:
     """Cancel a queued or running job (a running worker stops after its current batch)."""
     with transaction(store.write_factory) as session:
-        jobs.cancel(session, job_id)
+        job_queue.cancel(session, job_id)
     return redirect_after_post(request, f"/jobs/{job_id}")
 
 
@@ -112,7 +112,7 @@ def cancel_job(request: Request, job_id: DbId, store: StoreDep) -> Response:
 def retry_job(request: Request, job_id: DbId, store: StoreDep) -> Response:
     """Queue a failed or cancelled job again; the units it finished are kept."""
     with transaction(store.write_factory) as session:
-        jobs.retry(session, job_id)
+        job_queue.retry(session, job_id)
     return redirect_after_post(request, f"/jobs/{job_id}")
 
 
@@ -168,28 +168,28 @@ def judge_submit(
 def api_jobs(store: StoreDep, status: str | None = None) -> list[JobOut]:
     """The newest 200 jobs, optionally of one status."""
     with transaction(store.factory) as session:
-        return [JobOut.of(j) for j in jobs.list_jobs(session, status=status)]
+        return [JobOut.of(j) for j in job_queue.list_jobs(session, status=status)]
 
 
 @api_router.get("/jobs/{job_id}", response_model=JobOut)
 def api_job(job_id: DbId, store: StoreDep) -> JobOut:
     """One job with its progress, error and result."""
     with transaction(store.factory) as session:
-        return JobOut.of(jobs.get_job(session, job_id))
+        return JobOut.of(job_queue.get_job(session, job_id))
 
 
 @api_router.post("/jobs/{job_id}/cancel", response_model=JobOut, responses=CONFLICT)
 def api_cancel(job_id: DbId, store: StoreDep) -> JobOut:
     """Cancel a queued or running job (409 if it already finished)."""
     with transaction(store.write_factory) as session:
-        return JobOut.of(jobs.cancel(session, job_id))
+        return JobOut.of(job_queue.cancel(session, job_id))
 
 
 @api_router.post("/jobs/{job_id}/retry", response_model=JobOut, responses=CONFLICT)
 def api_retry(job_id: DbId, store: StoreDep) -> JobOut:
     """Queue a failed or cancelled job again (409 otherwise)."""
     with transaction(store.write_factory) as session:
-        return JobOut.of(jobs.retry(session, job_id))
+        return JobOut.of(job_queue.retry(session, job_id))
 
 
 @api_router.post("/benchmarks/{name}/judge", response_model=JobOut, status_code=201)

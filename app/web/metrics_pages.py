@@ -1,9 +1,9 @@
 """Metric matrix page and its JSON twin.
 
-Thin routes: one :class:`~app.services.metrics_query.MetricsQuery` from the query string; its
-numbers and figures from :mod:`app.services.metric_results` (stored once per data version,
-computed here for a small benchmark, by a ``compute_metrics`` job for a big one), the figures
-drawn by :func:`app.web.svg_plots.metrics_figures`.
+Thin routes: one :class:`~app.services.metrics.metrics_query.MetricsQuery` from the query string;
+its numbers and figures from :mod:`app.services.metrics.metric_results` (stored once per data
+version, computed here for a small benchmark, by a ``compute_metrics`` job for a big one), the
+figures drawn by :func:`app.services.metrics.svg_plots.metrics_figures`.
 """
 
 from __future__ import annotations
@@ -17,14 +17,13 @@ from markupsafe import Markup
 from starlette.responses import HTMLResponse
 
 from app.db import transaction
-from app.services import jobs
-from app.services.answer_metrics import ANSWERS_REPORT
-from app.services.benchmarks import get_benchmark
-from app.services.facets import BenchmarkFacets, describe_benchmark
-from app.services.instance_filter import FlipState, InstanceFilter, SliceCondition
-from app.services.labelled_items import LABEL_MODES, MISSING_SLICE, LabelMode
-from app.services.metric_matrix import MACRO, MATRIX_METRICS
-from app.services.metric_results import (
+from app.services.evidence.benchmarks import get_benchmark
+from app.services.evidence.labelled_items import LABEL_MODES, MISSING_SLICE, LabelMode
+from app.services.jobs import queue as job_queue
+from app.services.metrics import svg_plots
+from app.services.metrics.answer_metrics import ANSWERS_REPORT
+from app.services.metrics.metric_matrix import MACRO, MATRIX_METRICS
+from app.services.metrics.metric_results import (
     MetricsResult,
     check_request,
     compute_job,
@@ -35,11 +34,12 @@ from app.services.metric_results import (
     stale_result,
     stored_result,
 )
-from app.services.metrics_query import MetricsQuery
+from app.services.metrics.metrics_query import MetricsQuery
+from app.services.table.facets import BenchmarkFacets, describe_benchmark
+from app.services.table.instance_filter import FlipState, InstanceFilter, SliceCondition
 from app.stats.registry import ANSWER_METRICS, Metric, Need
 from app.store import Store
 from app.tables import Job
-from app.web import svg_plots
 from app.web.benchmark_params import DetectorParam, LabelParam, default_label, non_blank
 from app.web.deps import ReadCache, StoreDep
 from app.web.filters import Blank
@@ -157,7 +157,7 @@ class Pending:
     @property
     def active(self) -> bool:
         """Whether the job is still queued or running (the page keeps polling)."""
-        return self.status in jobs.ACTIVE
+        return self.status in job_queue.ACTIVE
 
 
 def _saver(store: Store) -> Callable[[MetricsResult], None]:

@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field, create_model
 
-from app.services.judge_summary import JudgeSummary
-from app.services.labelled_items import LabelMode
-from app.services.metric_matrix import MATRIX_METRICS
+from app.services.evidence.labelled_items import LabelMode
+from app.services.metrics.judge_summary import JudgeSummary
+from app.services.metrics.metric_matrix import MATRIX_METRICS
 from app.stats.registry import ANSWER_METRICS
 
 __all__ = ["MetricRowModel", "MetricsReportModel"]

@@ -8,12 +8,12 @@ from fastapi import Depends, Query, Request
 from starlette.responses import HTMLResponse
 
 from app.db import transaction
-from app.services.browse import benchmark_view
-from app.services.cache import VersionedCache
-from app.services.facets import list_benchmarks
-from app.services.instance_filter import InstanceFilter
-from app.services.instance_sort import TableSort
-from app.services.instances import instance_detail
+from app.services.table.browse import benchmark_view
+from app.services.table.facets import list_benchmarks
+from app.services.table.instance_filter import InstanceFilter
+from app.services.table.instance_sort import TableSort
+from app.services.table.instances import instance_detail
+from app.sql.cache import VersionedCache
 from app.store import Store
 from app.web.deps import ReadCache, StoreDep
 from app.web.filters import instance_filter, table_sort

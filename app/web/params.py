@@ -22,8 +22,8 @@ from fastapi import Query, Request
 from fastapi.exceptions import RequestValidationError
 
 from app.errors import NotFound
-from app.ingest.json_paths import nesting_depth
-from app.ingest.values import MAX_NESTING, find_unstorable, printable, unstorable
+from app.sql.json_paths import nesting_depth
+from app.sql.storable import MAX_NESTING, find_unstorable, printable, unstorable
 
 DB_INT_MAX = 2**31 - 1
 """The largest value of an ``INTEGER`` column on PostgreSQL (and so of any id)."""

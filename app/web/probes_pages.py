@@ -12,22 +12,21 @@ from starlette.responses import HTMLResponse, Response
 
 from app.db import transaction
 from app.errors import InvalidInput
-from app.ingest.lie_jobs import BUILDERS
-from app.services import probe_views
-from app.services.lie_variants import LIE_VARIANTS, lie_extract_spec
-from app.services.probe_requests import (
+from app.services.evidence import probe_views
+from app.services.evidence.lie_variants import LIE_VARIANTS, lie_extract_spec
+from app.services.evidence.probe_views import LayerCurve
+from app.services.jobs.build_dataset import BUILDER_NAMES, queue_dataset_build
+from app.services.jobs.probes import (
     APPLY_PROBE_JOB,
     FIT_LIE_PROBE_JOB,
     FIT_PROBE_JOB,
-    queue_dataset_build,
     queue_probe_job,
 )
-from app.services.probe_views import LayerCurve
+from app.services.metrics.svg_plots import layer_plot
 from app.tables import Job
 from app.web.deps import FormText, StoreDep
 from app.web.responses import redirect_after_post
 from app.web.routers import page_router
-from app.web.svg_plots import layer_plot
 from app.web.templating import render
 
 router = page_router()
@@ -54,7 +53,7 @@ def probes_page(request: Request, store: StoreDep) -> HTMLResponse:
         "models": page.models,
         "variants": LIE_VARIANTS,
         "frozen": page.frozen,
-        "builders": list(BUILDERS),
+        "builders": list(BUILDER_NAMES),
     }
     return render(request, "probes.html", context)
 

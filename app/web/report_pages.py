@@ -19,7 +19,7 @@ from starlette.responses import FileResponse, HTMLResponse
 
 from app.db import transaction
 from app.errors import InvalidInput
-from app.ingest.export import (
+from app.ingest.export.benchmark import (
     FORMATS,
     LABEL_CHOICES,
     ExportFormat,
@@ -27,10 +27,10 @@ from app.ingest.export import (
     changelog_path,
     export_benchmark,
 )
-from app.services.benchmarks import get_benchmark
-from app.services.defect_report import defect_report
-from app.services.filter_query import parse_filter_query
-from app.services.labels import label_names
+from app.services.evidence.benchmarks import get_benchmark
+from app.services.evidence.labels import label_names
+from app.services.review.defect_report import defect_report
+from app.services.table.filter_query import parse_filter_query
 from app.store import Store
 from app.web.deps import StoreDep
 from app.web.filters import Blank

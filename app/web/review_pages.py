@@ -1,6 +1,6 @@
 """Review queues in the browser and over REST: create, annotate by keyboard, adjudicate.
 
-What each person may see (blind mode) is decided in :mod:`app.services.review_views`; these
+What each person may see (blind mode) is decided in :mod:`app.services.review.review_views`; these
 routes parse the request, call it or a queue operation, and render. The 409 page of a stale
 write says that the item changed without saying how.
 """
@@ -16,18 +16,18 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from pydantic import BaseModel, Field
 
 from app.db import transaction
-from app.services import queues, review_views
-from app.services.comments import MAX_COMMENT
-from app.services.resolution import ADJUDICATION, VOTE
-from app.services.review_actions import (
+from app.services.accounts.users import Principal
+from app.services.evidence.comments import MAX_COMMENT
+from app.services.evidence.resolution import ADJUDICATION, VOTE
+from app.services.review import queues, review_views
+from app.services.review.review_actions import (
     NewQueue,
     comment_on_instance,
     comment_on_item,
     create_queue_from_source,
     reveal_item,
 )
-from app.services.review_views import ItemState, QueueSummary
-from app.services.users import Principal
+from app.services.review.review_views import ItemState, QueueSummary
 from app.store import Store
 from app.tables import Role
 from app.web.auth import Annotator, RequireReviewer, Reviewer

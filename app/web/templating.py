@@ -12,7 +12,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, pass_context
 from markupsafe import Markup, escape
 from starlette.responses import HTMLResponse
 
-from app.services.metric_matrix import HEADLINE_METRICS, MATRIX_METRICS
+from app.services.metrics.metric_matrix import HEADLINE_METRICS, MATRIX_METRICS
 from app.web import cells, urls
 from app.web.filters import query_string
 from app.web.markdown import render_markdown

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from app.services.instance_filter import InstanceFilter
-from app.services.instance_sort import DEFAULT_SORT
+from app.services.table.instance_filter import InstanceFilter
+from app.services.table.instance_sort import DEFAULT_SORT
 from app.web.filters import query_string
 
 

@@ -2,7 +2,7 @@
 
 A flip label says whether a judge changed its verdict when the two responses swapped places;
 a reward model's two "orders" are one pair of rewards read twice, so its flip set meant
-nothing (see ``app.services.flips``). Deleted with the set: its label events (imported,
+nothing (see ``app.services.evidence.flips``). Deleted with the set: its label events (imported,
 derived, votes and adjudications) and the review queues voting on it, with their items,
 assignments and skips. The touched benchmarks' ``data_version`` moves on, so no cached number
 survives. SQLite runs migrations with foreign keys off (``app.migrate``), so child rows are

@@ -1,0 +1,182 @@
+"""``appellate import ...`` commands: thin wrappers that open a transaction and call an importer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from sqlalchemy.orm import Session
+
+from app.cli.support import in_store
+from app.ingest.judgebench import import_judgebench
+from app.ingest.mmlu_redux import import_mmlu_redux
+from app.ingest.mtbench import import_mtbench
+from app.ingest.records import ImportSummary
+from app.ingest.statements import import_statements
+from app.ingest.table import import_table
+
+import_app = typer.Typer(
+    no_args_is_help=True, help="Import benchmarks, labels, judgments and scores."
+)
+
+BenchmarkOption = Annotated[
+    str | None, typer.Option("--benchmark", "-b", help="Target benchmark name.")
+]
+
+
+def _text(flag: str, help: str) -> Any:
+    """An optional text option (a column name, mostly) of ``appellate import table``."""
+    return Annotated[str | None, typer.Option(flag, help=help)]
+
+
+def _repeated(flag: str, help: str) -> Any:
+    """A repeatable ``NAME=COLUMN`` option of ``appellate import table``."""
+    return Annotated[list[str] | None, typer.Option(flag, help=help)]
+
+
+# The column mapping of `appellate import table`, one option each.
+MapOption = _repeated("--map", "FIELD=COLUMN payload mapping (repeatable).")
+GroupOption = _text("--group", "Group (question) column.")
+LabelsOption = _repeated("--label", "NAME=COLUMN label set (repeatable).")
+ScoresOption = _repeated("--score", "DETECTOR=COLUMN score (repeatable).")
+IdOption = _text("--id", "External id column (default: row number).")
+OptionsOption = _text("--options", "choice: column holding each item's list of options.")
+OptionOption = _repeated("--option", "choice: LETTER=COLUMN, one per option (repeatable).")
+ReferenceOption = _text("--reference", "Column of the reference (label set 'reference').")
+AnswersOption = _repeated("--answers", "MODEL=COLUMN of a model's answers (repeatable).")
+GraderOption = _text("--grader", "answer: exact | normalized | numeric[:TOL] | regex:PATTERN.")
+
+
+def _run(work: Callable[[Session], list[ImportSummary]]) -> None:
+    """One transaction around ``work``, then one summary line per importer call."""
+    for summary in in_store(work):
+        typer.echo(summary.line())
+
+
+def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
+    """``["k=v", ...]`` as a dict; a malformed item is a usage error."""
+    out: dict[str, str] = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value:
+            raise typer.BadParameter(f"expected NAME=COLUMN, got {item!r}", param_hint=option)
+        if key in out:
+            raise typer.BadParameter(f"{key!r} given twice", param_hint=option)
+        out[key] = value
+    return out
+
+
+@import_app.command("judgebench")
+def judgebench_command(
+    pairs: Annotated[
+        list[Path] | None, typer.Argument(help="JudgeBench pairs files (.jsonl).")
+    ] = None,
+    outputs: Annotated[
+        list[Path] | None,
+        typer.Option("--outputs", "-o", help="Judge-output file (repeatable)."),
+    ] = None,
+    benchmark: BenchmarkOption = None,
+) -> None:
+    """JudgeBench pairs and judge / reward-model outputs (both orders, flips derived)."""
+    if not pairs and not outputs:
+        raise typer.BadParameter("give pairs files, --outputs files or both")
+    _run(
+        lambda s: [
+            import_judgebench(s, pairs or [], outputs or [], benchmark=benchmark or "judgebench")
+        ]
+    )
+
+
+@import_app.command("mtbench")
+def mtbench_command(
+    questions: Annotated[Path, typer.Option("--questions", help="question.jsonl")],
+    answers: Annotated[Path, typer.Option("--answers", help="Folder of <model>.jsonl answers.")],
+    models: Annotated[
+        str | None,
+        typer.Option(
+            "--models", help="Comma-separated models (default: the first two alphabetically)."
+        ),
+    ] = None,
+    benchmark: BenchmarkOption = None,
+) -> None:
+    """Pairs of two models' first-turn answers to the same MT-Bench question."""
+    chosen = [m.strip() for m in models.split(",") if m.strip()] if models else None
+    _run(
+        lambda s: [
+            import_mtbench(s, questions, answers, models=chosen, benchmark=benchmark or "mt-bench")
+        ]
+    )
+
+
+@import_app.command("statements")
+def statements_command(
+    files: Annotated[list[Path], typer.Argument(help="statement,label CSV files.")],
+    benchmark: Annotated[
+        str | None,
+        typer.Option("--benchmark", "-b", help="One benchmark for all files (default: per stem)."),
+    ] = None,
+) -> None:
+    """True/false statement sets; label set ``truth``."""
+    _run(lambda s: [import_statements(s, f, benchmark=benchmark) for f in files])
+
+
+@import_app.command("mmlu-redux")
+def mmlu_redux_command(
+    paths: Annotated[list[Path], typer.Argument(help="Subject CSV files or folders of them.")],
+    benchmark: Annotated[
+        str, typer.Option("--benchmark", "-b", help="Target benchmark name.")
+    ] = "mmlu-redux",
+) -> None:
+    """MMLU-Redux subjects: questions, labels, expert errata and every model's answers."""
+    _run(lambda s: [import_mmlu_redux(s, paths, benchmark)])
+
+
+@import_app.command("table")
+def table_command(
+    file: Annotated[Path, typer.Argument(help="A .csv, .jsonl or .parquet table.")],
+    kind: Annotated[
+        str, typer.Option("--kind", help="pairwise | response | statement | choice | answer")
+    ],
+    maps: MapOption = None,
+    group: GroupOption = None,
+    labels: LabelsOption = None,
+    scores: ScoresOption = None,
+    id_column: IdOption = None,
+    benchmark: BenchmarkOption = None,
+    options: OptionsOption = None,
+    option: OptionOption = None,
+    reference: ReferenceOption = None,
+    answers: AnswersOption = None,
+    grader: GraderOption = None,
+) -> None:
+    """Any CSV, JSONL or Parquet table through a column mapping."""
+    mapping = _pairs(maps, "--map")
+    label_map = _pairs(labels, "--label")
+    score_map = _pairs(scores, "--score")
+    if reference is not None:
+        if "reference" in label_map:
+            raise typer.BadParameter("give the reference once", param_hint="--reference")
+        label_map["reference"] = reference
+    if kind == "answer" and grader is None:
+        grader = "normalized"
+    _run(
+        lambda s: [
+            import_table(
+                s,
+                file,
+                kind,
+                mapping,
+                group=group,
+                labels=label_map,
+                scores=score_map,
+                id_column=id_column,
+                benchmark=benchmark,
+                options=options,
+                option_columns=_pairs(option, "--option"),
+                answers=_pairs(answers, "--answers"),
+                grader=grader,
+            )
+        ]
+    )

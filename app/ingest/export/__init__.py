@@ -1,0 +1,1 @@
+"""Exporters: corrected benchmark releases, changelogs and CSV-injection-safe cells."""

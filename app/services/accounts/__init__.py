@@ -1,0 +1,1 @@
+"""The accounts wing: users, roles, API tokens and the sign-in throttle."""

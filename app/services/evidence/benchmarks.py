@@ -1,0 +1,83 @@
+"""Benchmark lookup and creation, and the data-version counter that keys derived numbers."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict, Unpack
+
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+
+from app.sql.lookup import ensure_named, get_one
+from app.tables import Benchmark, BenchmarkKind
+
+
+def get_benchmark(session: Session, name: str) -> Benchmark:
+    """The benchmark called ``name`` (``NotFound`` if there is none)."""
+    return get_one(session, Benchmark, f"no benchmark named {name!r}", name=name)
+
+
+class BenchmarkNotes(TypedDict, total=False):
+    """What a benchmark says about itself, as keyword arguments; each note defaults to empty."""
+
+    description: str
+    source: str
+    licence: str
+
+
+_NO_NOTES: BenchmarkNotes = {"description": "", "source": "", "licence": ""}
+
+
+def ensure_benchmark(
+    session: Session, name: str, kind: str, **notes: Unpack[BenchmarkNotes]
+) -> Benchmark:
+    """The benchmark called ``name``, created with the given notes if it does not exist yet.
+
+    Parameters
+    ----------
+    session
+        The caller's session; the new row is flushed, never committed.
+    name
+        Unique benchmark name.
+    kind
+        One of :class:`app.tables.BenchmarkKind`; must match an existing benchmark's kind.
+    **notes
+        ``description``, ``source`` and ``licence``, stored only when the benchmark is created
+        (an existing one keeps its own).
+
+    Raises
+    ------
+    Conflict
+        If a benchmark of that name exists with another kind.
+
+    """
+    kind = BenchmarkKind(kind).value
+    return ensure_named(
+        session,
+        Benchmark,
+        name,
+        {"kind": kind},
+        _NO_NOTES | notes,
+        lambda row, _: f"benchmark {name!r} holds {row.kind} instances, not {kind}",
+    )
+
+
+def bump_data_version(session: Session, benchmark: Benchmark, *, review: bool = False) -> int:
+    """Increment ``data_version`` after labels, judgments or scores changed; return the new one.
+
+    ``evidence_version`` is incremented too, unless the change is a review event (``review``:
+    a vote, an adjudication or a withdrawal), which leaves the evidence and the original
+    labels as they were.
+    """
+    bumps: dict[str, Any] = {"data_version": Benchmark.data_version + 1}
+    if not review:
+        bumps["evidence_version"] = Benchmark.evidence_version + 1
+    # An UPDATE ... SET v = v + 1 stays correct when two writers bump concurrently.
+    session.execute(
+        update(Benchmark)
+        .where(Benchmark.id == benchmark.id)
+        .values(**bumps)
+        .execution_options(synchronize_session=False)
+    )
+    session.flush()
+    session.refresh(benchmark, ["data_version", "evidence_version"])
+    return benchmark.data_version

@@ -1,0 +1,103 @@
+"""Parameters of a choice-answering job, validated once for the CLI, the web form and the worker."""
+
+from __future__ import annotations
+
+import string
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.errors import InvalidInput
+from app.services.evidence.benchmarks import get_benchmark
+from app.services.evidence.choices import option_letters
+from app.services.evidence.language_models import get_language_model
+from app.services.evidence.model_runs import RunDetector
+from app.services.jobs import queue as job_queue
+from app.tables import BenchmarkKind, Job
+
+ANSWER_CHOICES_JOB = "answer_choices"
+DEFAULT_TEMPLATE = (
+    "The following is a multiple choice question{about}. Reply with the letter of the "
+    "correct option.\n\n{question}\n\n{options}"
+)
+# The assistant's reply starts here; the next token is the option letter.
+ANSWER_PREFIX = "Answer:"
+_PLACEHOLDERS = {"about", "question", "options", "subject"}
+
+
+@dataclass(frozen=True)
+class ChoiceParams:
+    """What to answer, with which registered model and how.
+
+    ``template`` is the user message, with ``{question}``, ``{options}`` (one ``A. text`` line
+    per option), ``{subject}`` and ``{about}`` (`` about <subject>`` or nothing) placeholders;
+    the reply is prefilled with ``Answer:`` and the option letters' next-token log-probabilities
+    give the answer. ``detector`` defaults to ``<model>/choice``; ``limit`` takes the first
+    items by id.
+    """
+
+    benchmark: str
+    model: str
+    detector: str = ""
+    template: str = DEFAULT_TEMPLATE
+    batch_size: int = 8
+    limit: int | None = None
+    capture: bool = True
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise InvalidInput("must be at least 1", field="batch_size")
+        if self.limit is not None and self.limit < 1:
+            raise InvalidInput("must be at least 1", field="limit")
+        try:
+            names = {f for _, f, _, _ in string.Formatter().parse(self.template) if f}
+        except ValueError as exc:
+            raise InvalidInput(f"not a valid template: {exc}", field="template") from None
+        if "question" not in names or "options" not in names:
+            raise InvalidInput("needs {question} and {options}", field="template")
+        if names - _PLACEHOLDERS:
+            unknown = ", ".join(sorted(names - _PLACEHOLDERS))
+            raise InvalidInput(f"unknown placeholder(s): {unknown}", field="template")
+        if not self.detector:
+            object.__setattr__(self, "detector", f"{self.model}/choice")
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-able job parameters."""
+        return asdict(self)
+
+    def run_detector(self) -> RunDetector:
+        """The detector the run writes its predictions under."""
+        return RunDetector(
+            self.detector, "model", f"{self.model} answering by option-letter probabilities"
+        )
+
+    def user_message(self, payload: dict[str, Any]) -> str:
+        """The prompt of one item (its question, lettered options and subject)."""
+        options = payload.get("options") or []
+        letters = option_letters(len(options))
+        lines = "\n".join(f"{k}. {text}" for k, text in zip(letters, options, strict=True))
+        subject = str(payload.get("subject") or "").replace("_", " ")
+        return self.template.format(
+            question=payload.get("question", ""),
+            options=lines,
+            subject=subject,
+            about=f" about {subject}" if subject else "",
+        )
+
+
+def activation_set_name(params: ChoiceParams) -> str:
+    """Name of the activation set of a choice run: the state before the answer letter."""
+    return f"choice:{params.detector}:{params.benchmark}"
+
+
+def enqueue_answer_choices(session: Session, params: ChoiceParams) -> Job:
+    """Check the benchmark is a choice benchmark and the model exists, then queue the job."""
+    bench = get_benchmark(session, params.benchmark)
+    if bench.kind != BenchmarkKind.choice:
+        raise InvalidInput(
+            f"benchmark {bench.name!r} holds {bench.kind} items, not choice items",
+            field="benchmark",
+        )
+    get_language_model(session, params.model)
+    return job_queue.enqueue(session, ANSWER_CHOICES_JOB, params.as_dict())

@@ -1,0 +1,438 @@
+"""What each person may see of review queues and their items: the blind-review rules, in one place.
+
+In a blind queue every person, whatever their role, sees an item's text fields and nothing that
+hints at its label: no original or resolved value, no other person's vote, no adjudication, no
+payload metadata (it can hold a reference label), no detector output and no other person's note. A
+reviewer who must decide an item reveals it explicitly; the reveal is logged as a note on the item
+(:func:`app.services.review.review_actions.reveal_item`) and from then on that reviewer sees it all,
+as everyone does in an open queue. The queue's own page (progress, agreement, item states) stays a
+reviewer's overview. The review pages and the REST API read queues and items through these functions
+only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.errors import AppellateError, InvalidInput
+from app.services.accounts.users import Principal
+from app.services.evidence.benchmarks import get_benchmark
+from app.services.evidence.choices import option_letters
+from app.services.evidence.comments import thread
+from app.services.evidence.labels import default_label_set, label_names
+from app.services.evidence.resolution import Resolution
+from app.services.metrics.metric_results import computes_inline, labelled_count
+from app.services.metrics.metrics_compare import MetricsComparison, compare_metrics
+from app.services.metrics.metrics_query import MetricsQuery
+from app.services.review import queues
+from app.services.review.queue_agreement import queue_agreement
+from app.services.review.queue_sources import check_source
+from app.services.table.facets import benchmark_facets, version_key
+from app.services.table.instances import other_fields, text_fields
+from app.sql.cache import VersionedCache
+from app.tables import Benchmark, BenchmarkKind, Comment, Instance, ReviewQueue, Role
+
+# Bootstrap resamples of the queue page's intervals: enough for two decimals, quick to draw.
+REVIEW_RESAMPLES = 500
+
+
+def sees_labels(queue: ReviewQueue, principal: Principal, revealed: bool = False) -> bool:
+    """Whether labels, votes and detector outputs of an item may reach ``principal``.
+
+    Always in an open queue; in a blind queue only for a reviewer who ``revealed`` the item.
+    """
+    return not queue.blind or (revealed and principal.can(Role.reviewer))
+
+
+def reveal_note(queue: ReviewQueue) -> str:
+    """The note that logs a reviewer's reveal of an item of blind ``queue`` (and marks it)."""
+    return f"Revealed labels and votes in blind queue #{queue.id} ({queue.name})."
+
+
+def has_revealed(queue: ReviewQueue, principal: Principal, comments: list[Comment]) -> bool:
+    """Whether ``principal`` logged a reveal of the item whose thread is ``comments``."""
+    note = reveal_note(queue)
+    return any(c.author == principal.name and c.body == note for c in comments)
+
+
+# ----------------------------------------------------------------------------- queues
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    """A queue on the list of queues: its benchmark, size, progress and the viewer's votes."""
+
+    queue: ReviewQueue
+    benchmark: str
+    n: int
+    progress: queues.Progress
+    mine: int
+
+
+def visible_queues(session: Session, principal: Principal) -> list[QueueRow]:
+    """The queues ``principal`` may work in, newest first."""
+    rows = []
+    for queue, bench_name, n_items in queues.list_queues(session):
+        if not queues.may_work(session, queue, principal):
+            continue
+        prog = queues.progress(session, queue)
+        mine = prog.votes_by_person.get(principal.name, 0)
+        rows.append(QueueRow(queue, bench_name, n_items, prog, mine))
+    return rows
+
+
+@dataclass(frozen=True)
+class QueueItemRow:
+    """One item on a reviewer's queue page, with its resolution (None before any event)."""
+
+    id: int
+    external_id: str
+    res: Resolution | None
+
+
+@dataclass(frozen=True)
+class QueuePage:
+    """A queue's page; the item states and agreement are for reviewers only.
+
+    Everything here is proportional to the queue. The metrics comparison reads the whole
+    benchmark, so the page loads it apart (:func:`queue_comparison`).
+    """
+
+    queue: ReviewQueue
+    bench: Benchmark
+    progress: queues.Progress
+    assignees: list[str]
+    items: list[QueueItemRow]
+    agreement: dict[str, Any] | None = None
+
+
+def queue_page(session: Session, queue_id: int, principal: Principal) -> QueuePage:
+    """Settings, progress per person and, for reviewers, every item's state and the agreement.
+
+    Raises
+    ------
+    NotFound
+        No such queue.
+    NotAssigned
+        ``principal`` may not work in it.
+
+    """
+    queue = queues.get_queue_for(session, queue_id, principal)
+    bench = session.get(Benchmark, queue.benchmark_id)
+    assert bench is not None
+    progress = queues.progress(session, queue)
+    people = queues.assignees(session, queue)
+    if not principal.can(Role.reviewer):
+        return QueuePage(queue, bench, progress, people, items=[])
+    items = _item_rows(session, queue)
+    agreement = queue_agreement(session, queue, resamples=REVIEW_RESAMPLES)
+    return QueuePage(queue, bench, progress, people, items, agreement)
+
+
+@dataclass(frozen=True)
+class QueueComparison:
+    """A queue's "before you accept" section: metrics on the original vs the resolved labels.
+
+    ``comparison`` is None when there is none: ``note`` says why (a label set that is not
+    binary, or one no detector scores), or ``deferred`` is set: the benchmark has ``labelled``
+    items, more than the ``limit`` a request computes, and the metrics page computes both
+    sides as jobs instead.
+    """
+
+    queue: ReviewQueue
+    bench: Benchmark
+    comparison: MetricsComparison | None = None
+    comparison_note: str = ""
+    deferred: bool = False
+    labelled: int = 0
+    limit: int = 0
+
+
+# Comparisons by benchmark version: every vote bumps data_version, so a cached one is current.
+# Sixteen covers the queues reviewers keep open; each holds a few metric rows per detector.
+COMPARISON_CACHE = VersionedCache(maxsize=16)
+
+
+def queue_comparison(
+    session: Session,
+    queue_id: int,
+    principal: Principal,
+    *,
+    limit: int,
+    facets_cache: VersionedCache | None = None,
+) -> QueueComparison:
+    """The metrics comparison of a queue's label set, when the benchmark is small enough.
+
+    A benchmark with at most ``limit`` labelled items (the metrics page's inline limit, see
+    :func:`app.services.metrics.metric_results.computes_inline`) is compared here, once per data
+    version; a bigger one is not computed in the request (``deferred``).
+
+    Raises
+    ------
+    NotFound
+        No such queue.
+    NotAssigned
+        ``principal`` may not work in it.
+
+    """
+    queue = queues.get_queue_for(session, queue_id, principal)
+    bench = session.get(Benchmark, queue.benchmark_id)
+    assert bench is not None
+    facets = benchmark_facets(session, bench, facets_cache)
+    query = MetricsQuery(bench.name, queue.label_name, k=queue.overlap_k)
+    labelled = labelled_count(facets, queue.label_name)
+    if not computes_inline(facets, query, limit):
+        return QueueComparison(queue, bench, deferred=True, labelled=labelled, limit=limit)
+    key = ("queue-comparison", *version_key(bench), queue.label_name, queue.overlap_k)
+    comparison, note = COMPARISON_CACHE.get_or_compute(
+        key, lambda: _before_accepting(session, bench, queue)
+    )
+    return QueueComparison(queue, bench, comparison, note, labelled=labelled, limit=limit)
+
+
+def _before_accepting(
+    session: Session, bench: Benchmark, queue: ReviewQueue
+) -> tuple[MetricsComparison | None, str]:
+    """Metrics on the original vs the resolved labels, or why there are none."""
+    try:
+        comparison = compare_metrics(
+            session, bench.name, queue.label_name, k=queue.overlap_k, resamples=REVIEW_RESAMPLES
+        )
+    except AppellateError as exc:
+        # A label set that is not binary, or one no detector scores: say so.
+        return None, exc.message
+    return comparison, ""
+
+
+def _item_rows(session: Session, queue: ReviewQueue) -> list[QueueItemRow]:
+    states = queues.resolutions(session, queue)
+    ids = queues.item_ids(session, queue)
+    ext = dict(
+        session.execute(select(Instance.id, Instance.external_id).where(Instance.id.in_(ids))).all()
+    )
+    return [QueueItemRow(iid, ext[iid], states.get(iid)) for iid in ids]
+
+
+# ----------------------------------------------------------------------------- items
+
+
+@dataclass(frozen=True)
+class ItemView:
+    """What the item page shows; ``resolution`` and ``fields`` are None/empty in blind mode."""
+
+    instance_id: int
+    external_id: str
+    kind: str
+    texts: list[tuple[str, str]]
+    fields: list[tuple[str, str]]
+    version: int
+    own_vote: str | None
+    n_votes: int
+    resolution: Resolution | None
+    comments: list[Comment]
+    # A choice item's options (part of the question: shown in blind mode too), lettered.
+    options: list[tuple[str, str]] = field(default_factory=list)
+    # Whether a vote may type a value (a corrected reference answer) besides the choices.
+    typed: bool = False
+    # Whether the labels, votes and others' notes are shown (see sees_labels).
+    labels_shown: bool = False
+    # A reviewer in a blind queue who has not revealed the item may (a logged click).
+    can_reveal: bool = False
+
+
+def item_view(
+    session: Session, queue: ReviewQueue, instance_id: int, principal: Principal
+) -> ItemView:
+    """The item as ``principal`` may see it (see :func:`sees_labels`).
+
+    Raises
+    ------
+    InvalidInput
+        The instance is not in the queue.
+
+    """
+    if not queues.in_queue(session, queue, instance_id):
+        raise InvalidInput(f"instance {instance_id} is not in queue {queue.name!r}", field="item")
+    inst = session.get(Instance, instance_id)
+    assert inst is not None
+    bench = session.get(Benchmark, inst.benchmark_id)
+    assert bench is not None
+    res = queues.resolutions(session, queue, [instance_id]).get(instance_id)
+    comments = thread(session, instance_id)
+    sees = sees_labels(queue, principal, has_revealed(queue, principal, comments))
+    if not sees:
+        # Another annotator's note may name a label; blind annotators read their own only.
+        comments = [c for c in comments if c.author == principal.name]
+    return ItemView(
+        instance_id=instance_id,
+        external_id=inst.external_id,
+        kind=bench.kind,
+        texts=text_fields(bench.kind, inst.payload),
+        # Payload metadata can hold a reference label (e.g. JudgeBench's "label"): blind
+        # views show the text fields only.
+        fields=other_fields(bench.kind, inst.payload) if sees else [],
+        version=queues.label_version(session, instance_id, queue.label_name),
+        own_vote=res.votes.get(principal.name) if res is not None else None,
+        n_votes=len(res.votes) if res is not None else 0,
+        resolution=res if sees else None,
+        comments=comments,
+        options=_options(bench.kind, inst.payload),
+        typed=queues.takes_typed_answers(bench, queue.label_name),
+        labels_shown=sees,
+        can_reveal=not sees and principal.can(Role.reviewer),
+    )
+
+
+def _options(kind: str, payload: dict[str, Any]) -> list[tuple[str, str]]:
+    if kind != BenchmarkKind.choice:
+        return []
+    texts = [str(o) for o in payload.get("options") or []]
+    return list(zip(option_letters(len(texts)), texts, strict=True))
+
+
+@dataclass(frozen=True)
+class ItemPage:
+    """An item's page: the queue, the item as the viewer may see it, and the queue's progress."""
+
+    queue: ReviewQueue
+    item: ItemView
+    progress: queues.Progress
+
+
+def item_page(session: Session, queue_id: int, instance_id: int, principal: Principal) -> ItemPage:
+    """The item page of ``instance_id`` in queue ``queue_id`` for ``principal``.
+
+    Raises
+    ------
+    NotFound
+        No such queue.
+    NotAssigned
+        ``principal`` may not work in it.
+    InvalidInput
+        The instance is not in the queue.
+
+    """
+    queue = queues.get_queue_for(session, queue_id, principal)
+    view = item_view(session, queue, instance_id, principal)
+    return ItemPage(queue, view, queues.progress(session, queue))
+
+
+# ----------------------------------------------------------------------------- REST bodies
+
+
+class ItemState(BaseModel):
+    """An item's version and the caller's vote; the label fields are unset in blind mode.
+
+    Serialised with unset fields left out, so a blind annotator's body has no label keys.
+    """
+
+    instance_id: int
+    version: int
+    own_vote: str | None
+    n_votes: int
+    original: str | None = None
+    resolved: str | None = None
+    rule: str | None = None
+    votes: dict[str, str] | None = None
+    adjudication: str | None = None
+
+
+def item_state(
+    session: Session, queue: ReviewQueue, instance_id: int, principal: Principal
+) -> ItemState:
+    """:func:`item_view` as the REST API's body."""
+    view = item_view(session, queue, instance_id, principal)
+    seen = {"version": view.version, "own_vote": view.own_vote, "n_votes": view.n_votes}
+    res = view.resolution
+    if res is None:
+        return ItemState(instance_id=instance_id, **seen)
+    return ItemState(
+        instance_id=instance_id,
+        **seen,
+        original=res.original,
+        resolved=res.resolved,
+        rule=res.rule,
+        votes=res.votes,
+        adjudication=res.adjudication.value if res.adjudication else None,
+    )
+
+
+class QueueProgress(BaseModel):
+    """Items done and votes per person; how items were decided is unset in blind mode."""
+
+    total: int
+    complete: int
+    adjudicated: int | None = None
+    unanimous: int | None = None
+    votes_by_person: dict[str, int]
+    skips_by_person: dict[str, int]
+
+
+class QueueSummary(BaseModel):
+    """A queue's settings and progress, as the REST API returns them."""
+
+    id: int
+    name: str
+    label: str
+    source: str
+    query: str
+    overlap_k: int
+    blind: bool
+    choices: list[str]
+    progress: QueueProgress
+
+
+def queue_summary(session: Session, queue: ReviewQueue, principal: Principal) -> QueueSummary:
+    """The queue's settings and progress as ``principal`` may see them."""
+    progress = asdict(queues.progress(session, queue))
+    if queue.blind and not principal.can(Role.reviewer):
+        # How items were decided says something about their labels; blind annotators see
+        # only how many are done.
+        for key in ("adjudicated", "unanimous"):
+            del progress[key]
+    return QueueSummary(**queues.queue_summary(queue), progress=QueueProgress(**progress))
+
+
+# ----------------------------------------------------------------------------- new queues
+
+
+@dataclass(frozen=True)
+class QueueForm:
+    """What the new-queue form offers: the benchmark's label sets and the preselected one."""
+
+    bench: Benchmark
+    source: str
+    labels: list[str]
+    label: str
+
+
+def queue_benchmarks(session: Session) -> list[str]:
+    """The benchmarks a new queue may be built on, by name."""
+    return list(session.scalars(select(Benchmark.name).order_by(Benchmark.name)))
+
+
+def queue_form(session: Session, benchmark: str, source: str, label: str = "") -> QueueForm:
+    """The choices of a new queue on ``benchmark`` built from ``source``.
+
+    ``label`` is preselected when given, else ``reference`` if the benchmark has it, else its
+    first label set.
+
+    Raises
+    ------
+    NotFound
+        No such benchmark.
+    InvalidInput
+        An unknown source.
+
+    """
+    bench = get_benchmark(session, benchmark)
+    labels = label_names(session, bench.id)
+    check_source(source)
+    return QueueForm(
+        bench=bench, source=source, labels=labels, label=default_label_set(labels, label)
+    )

@@ -1,0 +1,142 @@
+"""A multiple-choice audit end to end in headless Chromium, on the bundled MMLU-Redux subjects.
+
+The reviewer opens the label-errors list (its default ranker), follows the top item (option
+bars, the experts' annotation), builds a queue from the list; an annotator votes an option by
+key; the reviewer adjudicates "no correct option" with a taxonomy tag; the defect report counts
+the tag; the corrected export leaves the item out and its changelog lists it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+from sqlalchemy import select
+
+from app import migrate
+from app.db import make_engine, session_factory, transaction
+from app.ingest.mmlu_redux import import_mmlu_redux
+from app.services.metrics.rankers import compute_rankers, rank_inputs, store_rankers
+from app.settings import Settings
+from app.tables import Instance, TokenKind
+from tests.browser.test_pages import browser
+from tests.browser.test_review import _password_sign_in, _watch
+from tests.conftest import DATA
+from tests.support.auth_support import PASSWORD, ensure_user, token_for
+from tests.support.form_support import submit_form
+from tests.support.live_server import live_server
+
+pytestmark = pytest.mark.browser
+
+__all__ = ["browser"]
+
+BENCH = "mmlu"
+SUBJECTS = [DATA / "mmlu-redux" / f"{s}.csv" for s in ("astronomy", "college_physics")]
+SHOTS = Path("/tmp")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Settings]]:
+    """A server on its own SQLite store: two MMLU-Redux subjects, ranked; two users."""
+    settings = Settings(data_dir=tmp_path_factory.mktemp("browser-choice"))
+    engine = make_engine(settings)
+    migrate.upgrade(engine)
+    factory = session_factory(engine)
+    with transaction(factory) as session:
+        import_mmlu_redux(session, SUBJECTS, BENCH)
+    with transaction(factory) as session:
+        inputs = rank_inputs(session, BENCH)
+    with transaction(factory) as session:
+        store_rankers(session, inputs, compute_rankers(inputs))
+    engine.dispose()
+    for name, role in (("rita", "reviewer"), ("ann", "annotator")):
+        ensure_user(settings, name, role, PASSWORD)
+    with live_server(settings) as url:
+        yield url, settings
+
+
+def test_choice_audit_walkthrough(
+    browser: Any, served: tuple[str, Settings], tmp_path: Path
+) -> None:
+    url, settings = served
+    rita_ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    rita = rita_ctx.new_page()
+    problems = _watch(rita)
+    rita.goto(f"{url}/signin/{token_for(settings, 'rita', 'reviewer', TokenKind.signin)}")
+    rita.click("#use-link")
+    # The list opens on label-errors with the default ranker, votes beside each item.
+    rita.goto(f"{url}/benchmarks/{BENCH}/disagreements")
+    expect(rita.locator("#dq-mode")).to_have_value("label-errors")
+    first = rita.locator("table.disagreements tbody tr").first
+    expect(first.locator(".vote").first).to_be_visible()
+    top = first.locator("td.id a").inner_text()
+    rita.screenshot(path=str(SHOTS / "appellate-label-errors.png"), full_page=False)
+    # The top item: options with the label marked, a bar per option, the experts' verdict.
+    first.locator("td.id a").click()
+    expect(rita.locator("h1.id")).to_have_text(top)
+    expect(rita.locator("table.option-votes meter.share")).to_have_count(4)
+    expect(rita.locator("tr.option.is-label")).to_have_count(1)
+    expect(rita.locator("p.errata")).to_be_visible()
+    rita.screenshot(path=str(SHOTS / "appellate-choice-item.png"), full_page=True)
+    # A queue from the list (its first 200 items), one annotator per item.
+    rita.go_back()
+    rita.locator("a.queue-link").click()
+    expect(rita.locator("select[name=source]")).to_have_value("disagreements")
+    rita.fill("input[name=name]", "suspect labels")
+    rita.fill("input[name=overlap_k]", "1")
+    rita.click("form.queue-form button[type=submit]")
+    expect(rita).to_have_url(re.compile(r"/queues/\d+$"))
+    queue_id = int(rita.url.rsplit("/", 1)[1])
+
+    # The annotator sees the question and its lettered options, and votes B by key 2.
+    ann_ctx, ann, ann_problems = _password_sign_in(browser, url, "ann")
+    ann.goto(f"{url}/queues/{queue_id}/next")
+    # Reviewers are spread over the queue: the item is one of the list's, not always its top.
+    top = ann.locator("h1.id").inner_text()
+    expect(ann.locator("ol.review-options li")).to_have_count(4)
+    expect(ann.locator("button.choice[data-key='5']")).to_contain_text("no correct option")
+    ann.locator("body").press("2")
+    expect(ann.locator("h1.id")).not_to_have_text(top)
+
+    # The reviewer adjudicates "no correct option" with the taxonomy's tag.
+    engine = make_engine(settings)
+    with transaction(session_factory(engine)) as session:
+        iid = session.scalar(select(Instance.id).where(Instance.external_id == top))
+    engine.dispose()
+    rita.goto(f"{url}/queues/{queue_id}/items/{iid}")
+    # The queue is blind for every role: the reviewer reveals the item (a logged click) first.
+    submit_form(rita, "queue-reveal")
+    form = rita.locator("#adjudicate-form")
+    form.locator("input[name=reason]").fill("two options are right")
+    form.locator("input[name=tags][value='no correct answer']").check()
+    form.locator("button.adjudicate[value='no correct option']").click()
+    expect(rita.locator("#adjudicate-form")).to_be_visible()
+
+    # The defect report counts the tag; the corrected export leaves the item out.
+    rita.goto(f"{url}/benchmarks/{BENCH}/report")
+    report = rita.locator("main").inner_text()
+    assert "no correct answer" in report and top in report
+    export = rita.locator(f"form[action='/benchmarks/{BENCH}/export']")
+    export.locator("select[name=format]").select_option("jsonl")
+    export.locator("select[name=labels]").select_option("resolved")
+    with rita.expect_download() as info:
+        export.locator("button", has_text="Download export").click()
+    path = tmp_path / "export.jsonl"
+    info.value.save_as(path)
+    rows = {r["external_id"] for r in map(json.loads, path.read_text().splitlines())}
+    assert len(rows) == 199 and top not in rows
+    with rita.expect_download() as info:
+        export.locator("button", has_text="changelog").click()
+    log = tmp_path / "changelog.csv"
+    info.value.save_as(log)
+    changed = [r for r in csv.DictReader(log.open()) if r["external_id"] == top]
+    assert [(r["resolved"], r["rule"]) for r in changed] == [("no correct option", "adjudication")]
+    assert problems == [] and ann_problems == []
+    for ctx in (rita_ctx, ann_ctx):
+        ctx.close()

@@ -1,0 +1,1 @@
+"""Helpers shared by the test folders: factories, live servers, form and route support."""

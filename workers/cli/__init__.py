@@ -1,0 +1,1 @@
+"""The worker-side ``appellate`` commands: models, jobs and workers, auditing, probes."""

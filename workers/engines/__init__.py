@@ -1,0 +1,1 @@
+"""The torch engines: model loading, residual capture, judging, activations, remote judges."""
