@@ -48,7 +48,8 @@ from app.services.evidence.flips import flip_label_name, flip_value  # noqa: E40
 from app.services.evidence.labels import latest_label_values  # noqa: E402
 from app.services.evidence.language_models import register_language_model  # noqa: E402
 from app.services.jobs import queue as job_queue  # noqa: E402
-from app.services.jobs.judge import JudgeParams, enqueue_judge  # noqa: E402
+from app.services.jobs.judge import JudgeParams  # noqa: E402
+from app.services.jobs.kind import enqueue  # noqa: E402
 from app.settings import BUNDLED_DATA, Settings  # noqa: E402
 from app.store import Store  # noqa: E402
 from app.tables import Detector, Judgment, Order  # noqa: E402
@@ -152,7 +153,7 @@ def setup(store: Store, model_dir: Path, args: argparse.Namespace) -> tuple[int,
         register_language_model(
             s, MODEL, path=str(model_dir), fingerprint=info.fingerprint, dtype="float32"
         )
-        job_id = enqueue_judge(s, params).id
+        job_id = enqueue(s, params).id
     return job_id, params
 
 

@@ -1,47 +1,34 @@
-"""The job kinds a worker can run, each mapped to its handler."""
+"""Every job kind a worker can run, mapped to its handler (one per module of ``workers.jobs``)."""
 
 from __future__ import annotations
 
-from typing import Any
+import pkgutil
+from importlib import import_module
 
-from app.ingest.lie.builders import build_dataset
-from app.services.jobs.answer import ANSWER_CHOICES_JOB
-from app.services.jobs.build_dataset import BUILD_DATASET_JOB
-from app.services.jobs.judge import JUDGE_JOB
-from app.services.metrics.rankers import RANK_ERRORS_JOB
-from workers.jobs.answer import run_answer_choices
-from workers.jobs.extract import EXTRACT_JOB, run_extract_job
-from workers.jobs.judge import run_judge_job
-from workers.jobs.metrics import COMPUTE_METRICS_JOB, run_compute_metrics
-from workers.jobs.probes import (
-    APPLY_PROBE_JOB,
-    FIT_LIE_PROBE_JOB,
-    FIT_PROBE_JOB,
-    run_apply_probe,
-    run_fit_lie_probe,
-    run_fit_probe,
-)
-from workers.jobs.rank_errors import run_rank_errors
-from workers.jobs.set_probe import FIT_SET_PROBE_JOB, run_fit_set_probe
-from workers.runner import Handler, JobContext
+import workers.jobs as package
+from app.services.jobs.kinds import all_kinds
+from workers.runner import Handler, registered_handlers
+
+for _module in pkgutil.iter_modules(package.__path__):
+    import_module(f"{package.__name__}.{_module.name}")
 
 
-def run_build_dataset(ctx: JobContext) -> dict[str, Any]:
-    """Handler of ``build_dataset`` jobs: one transaction, progress 0 then 1 of 1."""
-    ctx.progress(0, 1)
-    lines = ctx.commit(lambda session: build_dataset(session, ctx.params), done=1, total=1)
-    return {"summaries": lines}
+def all_handlers() -> dict[str, Handler]:
+    """Kind name -> handler, for every kind declared in :mod:`app.services.jobs`.
+
+    Raises
+    ------
+    RuntimeError
+        If a declared kind has no handler, or a handler has no declared kind.
+
+    """
+    handlers, kinds = registered_handlers(), all_kinds()
+    if set(handlers) != set(kinds):
+        raise RuntimeError(
+            f"job kinds without a handler: {sorted(set(kinds) - set(handlers))}; "
+            f"handlers without a kind: {sorted(set(handlers) - set(kinds))}"
+        )
+    return handlers
 
 
-HANDLERS: dict[str, Handler] = {
-    JUDGE_JOB: run_judge_job,
-    EXTRACT_JOB: run_extract_job,
-    FIT_PROBE_JOB: run_fit_probe,
-    FIT_LIE_PROBE_JOB: run_fit_lie_probe,
-    APPLY_PROBE_JOB: run_apply_probe,
-    BUILD_DATASET_JOB: run_build_dataset,
-    ANSWER_CHOICES_JOB: run_answer_choices,
-    RANK_ERRORS_JOB: run_rank_errors,
-    FIT_SET_PROBE_JOB: run_fit_set_probe,
-    COMPUTE_METRICS_JOB: run_compute_metrics,
-}
+HANDLERS = all_handlers()

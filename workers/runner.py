@@ -30,11 +30,35 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import transaction
 from app.errors import AppellateError
 from app.services.jobs import queue as job_queue
+from app.services.jobs.kind import JobParams
 from app.store import Store
 from app.tables import Job
 
 T = TypeVar("T")
 Handler = Callable[["JobContext"], dict[str, Any]]
+_HANDLERS: dict[str, Handler] = {}
+
+
+def handles(params_type: type[JobParams]) -> Callable[[Handler], Handler]:
+    """Register the decorated function as the handler of ``params_type``'s job kind.
+
+    One handler per kind, in a module of :mod:`workers.jobs` (:mod:`workers.dispatch` imports
+    them all).
+    """
+
+    def register(handler: Handler) -> Handler:
+        known = _HANDLERS.get(params_type.kind)
+        if known is not None and known is not handler:
+            raise RuntimeError(f"job kind {params_type.kind!r} has two handlers")
+        _HANDLERS[params_type.kind] = handler
+        return handler
+
+    return register
+
+
+def registered_handlers() -> dict[str, Handler]:
+    """The handlers registered so far (see :func:`workers.dispatch.all_handlers`)."""
+    return dict(_HANDLERS)
 
 
 class JobStopped(Exception):

@@ -1,24 +1,29 @@
-"""Jobs in the browser and the API: list, live progress, cancel, retry, and the judge form."""
+"""Jobs in the browser and the API: list, progress, cancel, retry, the judge form, and starts.
+
+``POST /api/jobs/{kind}`` queues a job of every kind a user may start, from its parameters.
+"""
 
 from __future__ import annotations
 
-from dataclasses import fields
-from typing import Annotated, Any
+from dataclasses import MISSING, fields
+from typing import Any
 
-from fastapi import Form, Request
-from pydantic import BaseModel, Field
+from fastapi import Request
+from pydantic import BaseModel
 from starlette.responses import HTMLResponse, Response
 
 from app.db import transaction
 from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.language_models import list_language_models
 from app.services.jobs import queue as job_queue
-from app.services.jobs.judge import JudgeParams, default_mode, enqueue_judge, judgeable_benchmarks
+from app.services.jobs.judge import JudgeParams, judgeable_benchmarks
+from app.services.jobs.kind import JobParams
+from app.services.jobs.kinds import job_links, startable_kinds
 from app.tables import Job
 from app.web.deps import StoreDep
 from app.web.error_docs import CONFLICT
-from app.web.job_links import job_links
-from app.web.params import DbCount, DbId
+from app.web.job_forms import FormData, FormError, body_model, queue_job, submit_job_form
+from app.web.params import DbId
 from app.web.responses import redirect_after_post
 from app.web.routers import json_router, page_router
 from app.web.templating import render
@@ -47,37 +52,10 @@ class JobOut(BaseModel):
         return cls.model_validate(job, from_attributes=True)
 
 
-# The judge's defaults are JudgeParams' own, so the API, the form and the CLI cannot drift apart.
-_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(JudgeParams)}
-
-
-class JudgeRequest(BaseModel):
-    """Body of ``POST /api/benchmarks/{name}/judge`` (see ``appellate judge --help``)."""
-
-    model: str
-    mode: str | None = Field(None, description="generate or forced; default: the model's.")
-    judge: str = ""
-    orders: list[str] = Field(default_factory=lambda: ["AB", "BA"])
-    repeat_subset: DbCount = _DEFAULTS["repeat_subset"]
-    limit: DbCount | None = Field(
-        _DEFAULTS["limit"], description="A seeded sample of N pairs; default: every pair."
-    )
-    seed: DbCount = _DEFAULTS["seed"]
-    max_new_tokens: DbCount = _DEFAULTS["max_new_tokens"]
-    reasoning_tokens: DbCount = _DEFAULTS["reasoning_tokens"]
-    batch_size: DbCount = _DEFAULTS["batch_size"]
-    capture: bool = _DEFAULTS["capture"]
-    verify: DbCount = _DEFAULTS["verify"]
-    system: str = _DEFAULTS["system"]
-    template: str = _DEFAULTS["template"]
-
-
-def _queue(store: StoreDep, name: str, body: JudgeRequest) -> Job:
-    with transaction(store.write_factory) as session:
-        data = body.model_dump()
-        if data["mode"] is None:
-            data["mode"] = default_mode(session, body.model)
-        return enqueue_judge(session, JudgeParams(benchmark=name, **data))
+# The judge's fields and defaults are JudgeParams' own, so the API, the form and the CLI cannot
+# drift apart; an omitted mode is the registered model's.
+JudgeBody = body_model(JudgeParams, exclude=frozenset({"benchmark"}))
+JUDGE_FORM = "judge"
 
 
 @router.get("/jobs", response_class=HTMLResponse)
@@ -116,52 +94,46 @@ def retry_job(request: Request, job_id: DbId, store: StoreDep) -> Response:
     return redirect_after_post(request, f"/jobs/{job_id}")
 
 
-@router.get("/benchmarks/{name}/judge", response_class=HTMLResponse)
-def judge_form(request: Request, name: str, store: StoreDep) -> HTMLResponse:
-    """The form that queues a judge job on a pairwise benchmark."""
+def _judge_page(
+    request: Request,
+    store: StoreDep,
+    name: str,
+    values: dict[str, str] | None = None,
+    error: FormError | None = None,
+) -> HTMLResponse:
     with transaction(store.factory) as session:
         bench = get_benchmark(session, name)
         models = [
             (m.name, (m.details or {}).get("judge_mode", "generate"))
             for m in list_language_models(session)
         ]
-    context = {"bench": bench, "models": models, "defaults": JudgeRequest(model="")}
+    defaults = {f.name: f.default for f in fields(JudgeParams) if f.default is not MISSING}
+    context = {
+        "bench": bench,
+        "models": models,
+        "values": {**defaults, **(values or {})},
+        "form_error": error,
+    }
     return render(request, "judge_form.html", context)
 
 
+@router.get("/benchmarks/{name}/judge", response_class=HTMLResponse)
+def judge_form(request: Request, name: str, store: StoreDep) -> HTMLResponse:
+    """The form that queues a judge job on a pairwise benchmark."""
+    return _judge_page(request, store, name)
+
+
 @router.post("/benchmarks/{name}/judge")
-def judge_submit(
-    request: Request,
-    name: str,
-    store: StoreDep,
-    model: Annotated[str, Form()],
-    mode: Annotated[str, Form()] = "",
-    orders: Annotated[str, Form()] = "AB,BA",
-    repeat_subset: Annotated[DbCount, Form()] = _DEFAULTS["repeat_subset"],
-    limit: Annotated[DbCount | None, Form(ge=1)] = _DEFAULTS["limit"],
-    seed: Annotated[DbCount, Form()] = _DEFAULTS["seed"],
-    max_new_tokens: Annotated[DbCount, Form(ge=1)] = _DEFAULTS["max_new_tokens"],
-    reasoning_tokens: Annotated[DbCount, Form()] = _DEFAULTS["reasoning_tokens"],
-    batch_size: Annotated[DbCount, Form(ge=1)] = _DEFAULTS["batch_size"],
-    verify: Annotated[DbCount, Form()] = _DEFAULTS["verify"],
-    template: Annotated[str, Form()] = _DEFAULTS["template"],
-) -> Response:
-    """Queue the judge job and go to its page."""
-    body = JudgeRequest(
-        model=model,
-        mode=mode or None,
-        orders=[o.strip() for o in orders.split(",") if o.strip()],
-        repeat_subset=repeat_subset,
-        limit=limit,
-        seed=seed,
-        max_new_tokens=max_new_tokens,
-        reasoning_tokens=reasoning_tokens,
-        batch_size=batch_size,
-        verify=verify,
-        template=template.replace("\r\n", "\n"),
+def judge_submit(request: Request, name: str, store: StoreDep, form: FormData) -> Response:
+    """Queue the judge job and go to its page; a bad value shows the form again, marked."""
+    return submit_job_form(
+        request,
+        store,
+        JUDGE_FORM,
+        JudgeParams,
+        lambda: {**JudgeParams.parse_form(form), "benchmark": name},
+        lambda error: _judge_page(request, store, name, form, error),
     )
-    job = _queue(store, name, body)
-    return redirect_after_post(request, f"/jobs/{job.id}")
 
 
 @api_router.get("/jobs", response_model=list[JobOut])
@@ -193,6 +165,32 @@ def api_retry(job_id: DbId, store: StoreDep) -> JobOut:
 
 
 @api_router.post("/benchmarks/{name}/judge", response_model=JobOut, status_code=201)
-def api_judge(name: str, body: JudgeRequest, store: StoreDep) -> JobOut:
-    """Queue a judge job on a pairwise benchmark."""
-    return JobOut.of(_queue(store, name, body))
+def api_judge(name: str, body: JudgeBody, store: StoreDep) -> JobOut:  # type: ignore[valid-type]
+    """Queue a judge job on a pairwise benchmark (an omitted mode is the model's default)."""
+    data = {**body.model_dump(exclude_unset=True), "benchmark": name}  # type: ignore[attr-defined]
+    return JobOut.of(queue_job(store, JudgeParams, data))
+
+
+def _start_route(params_type: type[JobParams]) -> None:
+    """``POST /api/jobs/{kind}``: queue a job of ``params_type`` from its JSON parameters."""
+    body_type = body_model(params_type)
+
+    def start(body: Any, store: StoreDep) -> JobOut:
+        return JobOut.of(queue_job(store, params_type, body.model_dump(exclude_unset=True)))
+
+    # The body's type is built here, so it is set on the function rather than written in it.
+    start.__annotations__ = {"body": body_type, "store": StoreDep, "return": JobOut}
+    api_router.add_api_route(
+        f"/jobs/{params_type.kind}",
+        start,
+        methods=["POST"],
+        response_model=JobOut,
+        status_code=201,
+        name=f"start_{params_type.kind}",
+        summary=f"Queue a {params_type.kind} job: {params_type.title.lower()}",
+        description=(params_type.__doc__ or "").strip(),
+    )
+
+
+for _kind in startable_kinds().values():
+    _start_route(_kind)

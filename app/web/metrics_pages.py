@@ -20,15 +20,14 @@ from app.db import transaction
 from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.labelled_items import LABEL_MODES, MISSING_SLICE, LabelMode
 from app.services.jobs import queue as job_queue
+from app.services.jobs.compute_metrics import compute_job, latest_compute_job
 from app.services.metrics import svg_plots
 from app.services.metrics.answer_metrics import ANSWERS_REPORT
 from app.services.metrics.metric_matrix import MACRO, MATRIX_METRICS
 from app.services.metrics.metric_results import (
     MetricsResult,
     check_request,
-    compute_job,
     computes_inline,
-    latest_compute_job,
     materialise,
     save_result,
     stale_result,

@@ -3,29 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated
+from typing import Any
 
-from fastapi import Form, Request
+from fastapi import Request
 from markupsafe import Markup
-from sqlalchemy.orm import Session
 from starlette.responses import HTMLResponse, Response
 
 from app.db import transaction
-from app.errors import InvalidInput
 from app.services.evidence import probe_views
 from app.services.evidence.lie_variants import LIE_VARIANTS, lie_extract_spec
 from app.services.evidence.probe_views import LayerCurve
-from app.services.jobs.build_dataset import BUILDER_NAMES, queue_dataset_build
-from app.services.jobs.probes import (
-    APPLY_PROBE_JOB,
-    FIT_LIE_PROBE_JOB,
-    FIT_PROBE_JOB,
-    queue_probe_job,
-)
+from app.services.jobs.apply_probe import ApplyParams
+from app.services.jobs.build_dataset import BUILDER_NAMES, BuildDatasetParams
+from app.services.jobs.extract import ExtractParams
+from app.services.jobs.fit_lie_probe import FitLieParams
+from app.services.jobs.fit_probe import FitFlipParams
+from app.services.jobs.kind import JobParams
 from app.services.metrics.svg_plots import layer_plot
-from app.tables import Job
-from app.web.deps import FormText, StoreDep
-from app.web.responses import redirect_after_post
+from app.web.deps import StoreDep
+from app.web.job_forms import FormData, FormError, submit_job_form
 from app.web.routers import page_router
 from app.web.templating import render
 
@@ -41,9 +37,12 @@ def _plot(curve: LayerCurve | None) -> Markup | None:
     )  # fmt: skip
 
 
-@router.get("/probes", response_class=HTMLResponse)
-def probes_page(request: Request, store: StoreDep) -> HTMLResponse:
-    """Probes and baselines, newest fits first, with the fit and apply forms."""
+def _probes_page(
+    request: Request,
+    store: StoreDep,
+    values: dict[str, str] | None = None,
+    error: FormError | None = None,
+) -> HTMLResponse:
     with transaction(store.factory) as session:
         page = probe_views.probes_page(session)
     context = {
@@ -54,66 +53,63 @@ def probes_page(request: Request, store: StoreDep) -> HTMLResponse:
         "variants": LIE_VARIANTS,
         "frozen": page.frozen,
         "builders": list(BUILDER_NAMES),
+        "values": values or {},
+        "form_error": error,
     }
     return render(request, "probes.html", context)
 
 
-def _queue(request: Request, store: StoreDep, enqueue: Callable[[Session], Job]) -> Response:
-    """Queue a job in one transaction, then send the browser to its page."""
-    with transaction(store.write_factory) as session:
-        job = enqueue(session)
-    return redirect_after_post(request, f"/jobs/{job.id}")
+@router.get("/probes", response_class=HTMLResponse)
+def probes_page(request: Request, store: StoreDep) -> HTMLResponse:
+    """Probes and baselines, newest fits first, with the fit and apply forms."""
+    return _probes_page(request, store)
+
+
+def _submit(
+    request: Request,
+    store: StoreDep,
+    form_id: str,
+    params_type: type[JobParams],
+    form: dict[str, str],
+    data: Callable[[], dict[str, Any]] | None = None,
+) -> Response:
+    """Queue the form's job, or show the probes page with the error beside its field."""
+    return submit_job_form(
+        request,
+        store,
+        form_id,
+        params_type,
+        data or (lambda: params_type.parse_form(form)),
+        lambda error: _probes_page(request, store, form, error),
+    )
 
 
 @router.post("/probes/fit")
-def fit_flip(request: Request, store: StoreDep, benchmark: FormText, judge: FormText) -> Response:
+def fit_flip(request: Request, store: StoreDep, form: FormData) -> Response:
     """Queue the flip probe of a judge on a benchmark (with baselines and a frozen copy)."""
-    params = {"benchmark": benchmark, "judge": judge}
-    return _queue(
-        request,
-        store,
-        lambda s: queue_probe_job(s, FIT_PROBE_JOB, params, benchmark=benchmark, detector=judge),
-    )
+    return _submit(request, store, "probe-fit", FitFlipParams, form)
+
+
+def _lie_fit(form: dict[str, str]) -> dict[str, Any]:
+    """The lie probe's parameters: its name and label, and the variant's capture spec."""
+    layers = ExtractParams.parse_form({"layers": form.get("layers", "")})["layers"]
+    spec = lie_extract_spec(form.get("variant", "lie"), form.get("model", ""), layers)
+    return {**FitLieParams.parse_form(form), "extract": spec}
 
 
 @router.post("/probes/fit-lie")
-def fit_lie(
-    request: Request,
-    store: StoreDep,
-    benchmark: FormText,
-    model: FormText,
-    name: Annotated[str, Form(min_length=1, max_length=200)],
-    variant: FormText = "lie",
-    layers: FormText = "",
-) -> Response:
+def fit_lie(request: Request, store: StoreDep, form: FormData) -> Response:
     """Queue a lie-detector probe fit (captures the training activations first)."""
-    try:
-        wanted = [int(x) for x in layers.split(",") if x.strip()] or None
-    except ValueError:
-        raise InvalidInput("comma-separated layer numbers", field="layers") from None
-    spec = lie_extract_spec(variant, model, wanted)
-    params = {"benchmark": benchmark, "name": name, "extract": spec}
-    return _queue(
-        request,
-        store,
-        lambda s: queue_probe_job(s, FIT_LIE_PROBE_JOB, params, benchmark=benchmark, model=model),
-    )
+    return _submit(request, store, "probe-fit-lie", FitLieParams, form, lambda: _lie_fit(form))
 
 
 @router.post("/probes/datasets")
-def build_datasets(request: Request, store: StoreDep, builder: FormText) -> Response:
+def build_datasets(request: Request, store: StoreDep, form: FormData) -> Response:
     """Queue one of the lie-detector dataset builders (bundled data, default options)."""
-    return _queue(request, store, lambda s: queue_dataset_build(s, builder))
+    return _submit(request, store, "probe-datasets", BuildDatasetParams, form)
 
 
 @router.post("/probes/apply")
-def apply_probe(
-    request: Request, store: StoreDep, probe: FormText, benchmark: FormText
-) -> Response:
+def apply_probe(request: Request, store: StoreDep, form: FormData) -> Response:
     """Queue scoring a benchmark with a frozen probe."""
-    params = {"probe": probe, "benchmark": benchmark}
-    return _queue(
-        request,
-        store,
-        lambda s: queue_probe_job(s, APPLY_PROBE_JOB, params, benchmark=benchmark, detector=probe),
-    )
+    return _submit(request, store, "probe-apply", ApplyParams, form)

@@ -12,6 +12,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, pass_context
 from markupsafe import Markup, escape
 from starlette.responses import HTMLResponse
 
+from app.services.jobs import kinds
 from app.services.metrics.metric_matrix import HEADLINE_METRICS, MATRIX_METRICS
 from app.web import cells, urls
 from app.web.filters import query_string
@@ -80,6 +81,8 @@ _HELPERS = (
     urls.metrics_url,
     urls.disagreements_url,
     urls.judge_form_url,
+    urls.job_link_url,
+    kinds.describe_job,
     fmt_ci,
     query_string,
     csrf_field,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from app.services.jobs.kind import JobLink
 from app.services.table.instance_filter import InstanceFilter
 from app.services.table.instance_sort import DEFAULT_SORT
 from app.web.filters import query_string
@@ -76,3 +77,23 @@ def disagreements_url(name: str, csv_export: bool = False, **params: Any) -> str
     """Path of the disagreements page (or its CSV export) with ``params``."""
     suffix = "disagreements.csv" if csv_export else "disagreements"
     return with_query(f"/benchmarks/{path_segment(name)}/{suffix}", params)
+
+
+PROBES_URL = "/probes"
+
+
+def job_link_url(link: JobLink) -> str:
+    """The URL of a job's output link (:meth:`app.services.jobs.kind.JobParams.links`)."""
+    if link.page == "probes" or link.benchmark is None:
+        return PROBES_URL
+    if link.page == "metrics":
+        return metrics_url(link.benchmark, **_grouped(link.query))
+    return benchmark_url(link.benchmark, link.table)
+
+
+def _grouped(pairs: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """Query pairs as :func:`with_query` takes them: a repeated key becomes a list."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        out.setdefault(key, []).append(value)
+    return {k: v[0] if len(v) == 1 else v for k, v in out.items()}

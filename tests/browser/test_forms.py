@@ -240,7 +240,7 @@ def test_probe_forms(admin: Any, served: tuple[str, Store]) -> None:
     admin.goto(probes)
     submit_form(admin, "probe-fit", {"benchmark": f.PAIRWISE, "judge": f.JUDGE})
     fit = _queued(admin, store)
-    assert fit[1] == {"benchmark": f.PAIRWISE, "judge": f.JUDGE}
+    assert (fit[1]["benchmark"], fit[1]["judge"], fit[1]["outer"]) == (f.PAIRWISE, f.JUDGE, 5)
     admin.goto(probes)
     lie = {"benchmark": f.STATEMENTS, "model": "smol", "name": "lie-probe", "layers": "1,2"}
     submit_form(admin, "probe-fit-lie", lie)
@@ -253,8 +253,67 @@ def test_probe_forms(admin: Any, served: tuple[str, Store]) -> None:
     admin.goto(probes)
     submit_form(admin, "probe-apply", {"probe": FROZEN, "benchmark": f.STATEMENTS})
     apply = _queued(admin, store)
-    assert apply[1] == {"probe": FROZEN, "benchmark": f.STATEMENTS}
+    assert (apply[1]["probe"], apply[1]["benchmark"]) == (FROZEN, f.STATEMENTS)
     assert len({kind for kind, _ in (fit, fit_lie, build, apply)}) == 4
+
+
+# A bad value per job form, as a user (or a page edited in the browser's tools) sends it: the
+# form comes back with a 422 and the reason beside the field; nothing is queued.
+BAD_JOB_FORMS = [
+    ("judge", "template", {"template": "Which is better? No placeholders here."}, None),
+    ("probe-fit", "outer", {"outer": "1"}, "outer"),
+    ("probe-fit-lie", "layers", {"name": "lie-2", "layers": "1,two"}, None),
+    ("probe-datasets", "builder", {"builder": "bogus"}, "builder"),
+    ("probe-apply", "probe", {"probe": f.JUDGE, "benchmark": f.STATEMENTS}, "probe"),
+]
+
+
+@pytest.mark.parametrize(("form_id", "field", "values", "loosen"), BAD_JOB_FORMS)
+def test_a_job_form_refuses_a_bad_value_beside_its_field(
+    browser: Any,
+    served: tuple[str, Store],
+    form_id: str,
+    field: str,
+    values: dict[str, str],
+    loosen: str | None,
+) -> None:
+    url, store = served
+    context = signed_in_context(browser, url, store.settings, role="admin")
+    admin = context.new_page()
+    admin.set_default_timeout(15_000)
+    problems: list[str] = []
+    admin.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    admin.on("pageerror", lambda e: problems.append(str(e)))
+    page = f"{url}/benchmarks/{f.PAIRWISE}/judge" if form_id == "judge" else f"{url}/probes"
+    admin.goto(page)
+    form = form_locator(admin, form_id)
+    if loosen is not None:
+        # What the browser itself would stop (a minimum, a closed list) is opened up, as a
+        # hand-edited page or a script would: the server must refuse it all the same.
+        form.locator(f'[name="{loosen}"]').evaluate(
+            """(el, value) => {
+                el.removeAttribute("min");
+                if (el.tagName === "SELECT" && ![...el.options].some(o => o.value === value)) {
+                    el.add(new Option(value, value));
+                }
+            }""",
+            values[loosen],
+        )
+    before = _latest_job(store).id if _jobs(store) else 0
+    submit_form(admin, form_id, values, refused=422)
+    error = admin.locator(f"#error-{form_id}-{field}")
+    expect(error).to_be_visible()
+    assert error.inner_text().strip()
+    expect(form_locator(admin, form_id).locator(".form-refusal")).to_contain_text(field)
+    assert (_latest_job(store).id if _jobs(store) else 0) == before
+    context.close()
+    # The refused page itself is the one resource that failed to load; no script error.
+    assert [p for p in problems if "status of 422" not in p] == []
+
+
+def _jobs(store: Store) -> int:
+    with transaction(store.factory) as s:
+        return len(job_queue.list_jobs(s))
 
 
 # --- review queues -----------------------------------------------------------------------------

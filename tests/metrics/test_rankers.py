@@ -22,7 +22,8 @@ from app.ingest.mmlu_redux import import_mmlu_redux
 from app.ingest.table import import_table
 from app.services.evidence.benchmarks import get_benchmark
 from app.services.jobs import queue as job_queue
-from app.services.metrics.rankers import RANK_ERRORS_JOB, enqueue_rank_errors
+from app.services.jobs.kind import enqueue
+from app.services.jobs.rank_errors import RankErrorsParams
 from app.settings import Settings
 from app.stats import label_errors as le
 from app.store import Store
@@ -137,7 +138,7 @@ def _ranker_scores(session: Session, name: str) -> dict[str, float]:
 def test_rank_errors_job_on_mmlu_redux(store: Store) -> None:
     with transaction(store.factory) as s:
         import_mmlu_redux(s, [MMLU], "mmlu")
-        enqueue_rank_errors(s, "mmlu")
+        enqueue(s, RankErrorsParams("mmlu"))
     assert run_queue(store) == 1
     with transaction(store.factory) as s:
         (job,) = job_queue.list_jobs(s)
@@ -167,7 +168,7 @@ def test_rank_errors_job_on_mmlu_redux(store: Store) -> None:
     assert result["default"] == details["default"] == best
     # A rerun replaces the scores: still one per (ranker, item).
     with transaction(store.factory) as s:
-        enqueue_rank_errors(s, "mmlu", ["consensus"])
+        enqueue(s, RankErrorsParams("mmlu", ["consensus"]))
     assert run_queue(store) == 1
     with transaction(store.factory) as s:
         counts = dict(
@@ -200,7 +201,7 @@ def test_consensus_on_an_answer_benchmark_uses_its_grader(store: Store, tmp_path
             answers={"m1": "m1", "m2": "m2", "m3": "m3"},
             grader="numeric",
         )
-        enqueue_rank_errors(s, "arith")
+        enqueue(s, RankErrorsParams("arith"))
     assert run_queue(store) == 1
     with transaction(store.factory) as s:
         (job,) = job_queue.list_jobs(s)
@@ -219,10 +220,10 @@ def test_bad_requests_are_refused(store: Store) -> None:
     with transaction(store.factory) as s:
         import_mmlu_redux(s, [MMLU / "astronomy.csv"], "mmlu")
         with pytest.raises(InvalidInput, match="unknown ranker"):
-            enqueue_rank_errors(s, "mmlu", ["psychic"])
+            enqueue(s, RankErrorsParams("mmlu", ["psychic"]))
     with transaction(store.factory) as s:
-        job = enqueue_rank_errors(s, "mmlu", ["cleanlab-local"])
-        assert job.kind == RANK_ERRORS_JOB
+        job = enqueue(s, RankErrorsParams("mmlu", ["cleanlab-local"]))
+        assert job.kind == RankErrorsParams.kind
     run_queue(store)
     with transaction(store.factory) as s:
         failed = job_queue.get_job(s, job.id)

@@ -87,8 +87,12 @@ def submit_form(
     button: str | None = None,
     trigger: Callable[[], None] | None = None,
     download: bool = False,
+    refused: int | None = None,
 ) -> Response | Download:
     """Fill and submit form ``form_id`` through the UI; fail on any 4xx/5xx answer.
+
+    With ``refused``, the form's own answer must be that status instead (a form the server
+    refuses, e.g. 422 for a bad value); such a submission is not recorded as a success.
 
     Parameters
     ----------
@@ -107,6 +111,8 @@ def submit_form(
         a click.
     download
         The submission downloads a file instead of showing a page.
+    refused
+        The status the form's own answer must have (none: it must succeed).
 
     Returns
     -------
@@ -155,10 +161,16 @@ def submit_form(
     finally:
         page.remove_listener("response", asked)
     assert any(mine(r) for r in answers), f"{form_id}: no {method} {path} was sent"
+    expected = [r for r in answers if refused is not None and mine(r) and r.status == refused]
     failed = [
-        f"{r.status} {r.request.method} {r.url}: {_reason(r)}" for r in answers if r.status >= 400
+        f"{r.status} {r.request.method} {r.url}: {_reason(r)}"
+        for r in answers
+        if r.status >= 400 and r not in expected
     ]
     assert not failed, f"form {form_id} was answered with an error: {failed}"
+    if refused is not None:
+        assert expected, f"form {form_id} was not refused with {refused}"
+        return result
     test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0]
     SUBMITTED.setdefault(form_id, []).append(test)
     return result

@@ -16,13 +16,14 @@ from dataclasses import dataclass
 import grimp
 
 # Highest first. A wing may import the wings below it, never one above; evidence and accounts
-# are independent of each other. Job kinds sit low because every wing may queue work.
+# are independent of each other. A job kind validates against the wings it works on (rankers,
+# metric queries), so jobs sit above them; review queues jobs.
 SERVICE_WINGS: tuple[str | grimp.Layer, ...] = (
     "review",
+    "jobs",
     "disagreements",
     "metrics",
     "table",
-    "jobs",
     grimp.Layer("evidence", "accounts", independent=True),
 )
 # The layers of app/: the command line over the server over the web over the importers over

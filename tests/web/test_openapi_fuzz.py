@@ -82,6 +82,10 @@ def seed_store(factory: sessionmaker[Session]) -> dict[str, list[Any]]:
     labels = ["reference", "truth", f.FLIP]
     return {
         "name": [f.PAIRWISE, f.STATEMENTS, f.RESPONSES],
+        # The job kinds' JSON parameters (POST /api/jobs/{kind}).
+        "benchmark": [f.PAIRWISE, f.STATEMENTS, f.RESPONSES],
+        "probe": detectors,
+        "builder": ["truth", "roleplay"],
         "external_id": [ext for _, ext in instances],
         "queue_id": queue_ids,
         "instance_id": [iid for iid, _ in instances],

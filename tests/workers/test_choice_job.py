@@ -23,8 +23,8 @@ from app.services.jobs.answer import (
     ANSWER_PREFIX,
     ChoiceParams,
     activation_set_name,
-    enqueue_answer_choices,
 )
+from app.services.jobs.kind import enqueue
 from app.settings import Settings
 from app.store import Store
 from app.tables import Detector, Instance, Prediction
@@ -49,7 +49,7 @@ def store(settings: Settings, engine: Any, tiny_model_dir: Path) -> Store:
 
 def _answer(store: Store, **kw: Any) -> dict[str, Any]:
     with transaction(store.factory) as s:
-        job_id = enqueue_answer_choices(s, ChoiceParams(benchmark="mmlu", model="tiny", **kw)).id
+        job_id = enqueue(s, ChoiceParams(benchmark="mmlu", model="tiny", **kw)).id
     assert run_queue(store) == 1
     with transaction(store.factory) as s:
         job = job_queue.get_job(s, job_id)
@@ -144,5 +144,5 @@ def test_bad_parameters_are_refused(store: Store) -> None:
             ({"batch_size": 0}, "batch_size"),
         ):
             with pytest.raises(InvalidInput) as caught:
-                enqueue_answer_choices(s, ChoiceParams(benchmark="mmlu", model="tiny", **kw))
+                enqueue(s, ChoiceParams(benchmark="mmlu", model="tiny", **kw))
             assert caught.value.field == field

@@ -18,7 +18,9 @@ from app.ingest.judgebench import import_judgebench
 from app.ingest.statements import import_statements
 from app.services.evidence.activation_sets import get_activation_set
 from app.services.jobs import queue as job_queue
-from app.services.jobs.judge import JudgeParams, enqueue_judge
+from app.services.jobs.extract import ExtractParams
+from app.services.jobs.judge import JudgeParams
+from app.services.jobs.kind import enqueue
 from app.settings import Settings
 from app.store import Store
 from app.tables import Instance, Judgment, LabelEvent
@@ -28,7 +30,6 @@ from workers.engines.activations import read_activation_set
 from workers.engines.capture import EndOfTurn, capture, render_chat
 from workers.engines.judge import judge_layers
 from workers.engines.models import load_model
-from workers.jobs.extract import ExtractParams, enqueue_extract
 from workers.jobs.judge import activation_set_name
 
 PAIRS = sorted((DATA / "judgebench").glob("dataset=judgebench,*.jsonl"))[0]
@@ -49,7 +50,7 @@ _run = run_queue
 def _judge(store: Store, **kw: Any) -> int:
     params = JudgeParams(benchmark="jb", model="tiny", **kw)
     with transaction(store.factory) as s:
-        return enqueue_judge(s, params).id
+        return enqueue(s, params).id
 
 
 def _judgments(store: Store) -> list[Judgment]:
@@ -122,7 +123,7 @@ def test_bad_input_fails_the_job_at_once_with_the_field(store: Store):
     with transaction(store.factory) as s:
         import_statements(s, DATA / "truth" / "cities.csv", benchmark="cities")
         params = ExtractParams(benchmark="cities", model="tiny", assistant_field="nope", limit=2)
-        job_id = enqueue_extract(s, params).id
+        job_id = enqueue(s, params).id
     _run(store)
     with transaction(store.factory) as s:
         job = job_queue.get_job(s, job_id)
@@ -134,7 +135,7 @@ def test_bad_input_fails_the_job_at_once_with_the_field(store: Store):
 def test_extract_job_equals_direct_capture(store: Store, tiny_model_dir: Path):
     with transaction(store.factory) as s:
         import_statements(s, DATA / "truth" / "cities.csv", benchmark="cities")
-        enqueue_extract(
+        enqueue(
             s,
             ExtractParams(
                 benchmark="cities",

@@ -20,8 +20,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db import transaction
 from app.ingest.judgebench import import_judgebench
 from app.services.evidence.benchmarks import bump_data_version, get_benchmark
+from app.services.jobs.compute_metrics import ComputeMetricsParams
 from app.services.metrics import metric_results
-from app.services.metrics.metric_results import COMPUTE_METRICS_JOB, MetricsResult
+from app.services.metrics.metric_results import MetricsResult
 from app.services.metrics.metrics_query import METRICS_CACHE, MetricsQuery
 from app.settings import Settings
 from app.tables import Job
@@ -58,7 +59,7 @@ def in_request(monkeypatch: pytest.MonkeyPatch) -> list[MetricsQuery]:
 
 def _jobs(factory: sessionmaker[Session]) -> list[Job]:
     with factory() as session:
-        return list(session.scalars(select(Job).where(Job.kind == COMPUTE_METRICS_JOB)))
+        return list(session.scalars(select(Job).where(Job.kind == ComputeMetricsParams.kind)))
 
 
 def _notice(page: str) -> str | None:

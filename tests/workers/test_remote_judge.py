@@ -15,8 +15,9 @@ from sqlalchemy import select
 from app.db import session_factory, transaction
 from app.ingest.judgebench import import_judgebench
 from app.services.jobs import queue as job_queue
-from app.services.jobs.judge import JudgeParams, enqueue_judge
+from app.services.jobs.judge import JudgeParams
 from app.services.jobs.judge_results import Unit
+from app.services.jobs.kind import enqueue
 from app.settings import Settings
 from app.store import Store
 from app.tables import Instance, Judgment
@@ -97,7 +98,7 @@ def test_remote_judging_against_a_smollm2_server_matches_local_judging(
             limit=2, max_new_tokens=12, batch_size=2,
         )  # fmt: skip
         with transaction(store.factory) as s:
-            job_id = enqueue_judge(s, params).id  # no registered model needed
+            job_id = enqueue(s, params).id  # no registered model needed
         Worker(store, HANDLERS, log=lambda _: None).run(once=True)
     with transaction(store.factory) as s:
         job = job_queue.get_job(s, job_id)

@@ -18,8 +18,9 @@ from app.db import transaction
 from app.ingest.mmlu_redux import import_mmlu_redux
 from app.services.evidence.labels import current_labels
 from app.services.jobs import queue as job_queue
-from app.services.jobs.answer import ChoiceParams, enqueue_answer_choices
-from app.services.jobs.probes import FIT_SET_PROBE_JOB
+from app.services.jobs.answer import ChoiceParams
+from app.services.jobs.fit_set_probe import FitSetParams
+from app.services.jobs.kind import enqueue
 from app.settings import Settings
 from app.store import Store
 from app.tables import Detector, Instance, Score
@@ -46,14 +47,14 @@ def store(settings: Settings, engine: Any, tiny_model_dir: Path, tmp_path: Path)
         files.append(path)
     with transaction(store.factory) as s:
         import_mmlu_redux(s, files, "mmlu")
-        enqueue_answer_choices(s, ChoiceParams(benchmark="mmlu", model="tiny", batch_size=16))
+        enqueue(s, ChoiceParams(benchmark="mmlu", model="tiny", batch_size=16))
     assert run_queue(store) == 1
     return store
 
 
 def test_out_of_fold_scores_of_defect_grouped_by_subject(store: Store) -> None:
     params = {"benchmark": "mmlu", "activation_set": "choice:tiny/choice:mmlu", "label": "defect"}
-    result = run_job(store, FIT_SET_PROBE_JOB, {**params, "outer": 3, "inner": 2})
+    result = run_job(store, FitSetParams.kind, {**params, "outer": 3, "inner": 2})
     n = len(SUBJECTS) * ROWS
     assert result["n"] == n and result["groups"] == len(SUBJECTS)
     with transaction(store.factory) as s:
@@ -82,7 +83,7 @@ def test_out_of_fold_scores_of_defect_grouped_by_subject(store: Store) -> None:
 def test_an_unknown_label_set_fails_the_job_with_its_name(store: Store) -> None:
     params = {"benchmark": "mmlu", "activation_set": "choice:tiny/choice:mmlu", "label": "nope"}
     with transaction(store.factory) as s:
-        job_id = job_queue.enqueue(s, FIT_SET_PROBE_JOB, params).id
+        job_id = job_queue.enqueue(s, FitSetParams.kind, params).id
     run_queue(store)
     with transaction(store.factory) as s:
         job = job_queue.get_job(s, job_id)

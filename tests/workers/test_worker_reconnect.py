@@ -23,7 +23,8 @@ from sqlalchemy import Engine, create_engine, func, select, text
 from app.db import transaction
 from app.ingest.judgebench import import_judgebench
 from app.services.jobs import queue as job_queue
-from app.services.jobs.judge import JudgeParams, enqueue_judge
+from app.services.jobs.judge import JudgeParams
+from app.services.jobs.kind import enqueue
 from app.settings import Settings
 from app.store import Store
 from app.tables import Judgment
@@ -107,7 +108,7 @@ def test_worker_survives_its_connections_being_cut(store: Store, engine: Engine,
         assert worker.poll() is None, log.read_text()
         params = JudgeParams("jb", "tiny", mode="forced", limit=12, batch_size=1)
         with transaction(store.factory) as s:
-            job_id = enqueue_judge(s, params).id
+            job_id = enqueue(s, params).id
 
         def job() -> Any:
             with transaction(store.factory) as s:

@@ -6,15 +6,10 @@ from typing import Annotated
 
 import typer
 
-from app.services.jobs.answer import DEFAULT_TEMPLATE, ChoiceParams, enqueue_answer_choices
-from app.services.metrics.rankers import DEFAULT_TRAIN_LABEL, RANKERS, enqueue_rank_errors
-from workers.cli.jobs import (
-    DeviceOption,
-    WaitOption,
-    detector_name_option,
-    submit,
-    submit_options,
-)
+from app.services.jobs.answer import DEFAULT_TEMPLATE, ChoiceParams
+from app.services.jobs.rank_errors import RankErrorsParams
+from app.services.metrics.rankers import DEFAULT_TRAIN_LABEL, RANKERS
+from workers.cli.jobs import DeviceOption, WaitOption, detector_name_option, submit_options
 
 DetectorNameOption = detector_name_option("--detector", "MODEL/choice")
 
@@ -43,12 +38,12 @@ def answer(
 ) -> None:
     """Answer a choice benchmark with a local model: option probabilities and activations."""
     template = template_file.read() if template_file is not None else DEFAULT_TEMPLATE
-    submit_options(ctx, ChoiceParams, enqueue_answer_choices, template=template)
+    submit_options(ctx, ChoiceParams, template=template)
 
 
 def rank_errors(
     benchmark: Annotated[str, typer.Argument(help="A choice or answer benchmark.")],
-    ranker: Annotated[
+    rankers: Annotated[
         list[str] | None,
         typer.Option("--ranker", help=f"Ranker (repeatable; default all): {', '.join(RANKERS)}."),
     ] = None,
@@ -58,10 +53,8 @@ def rank_errors(
     ] = DEFAULT_TRAIN_LABEL,
     wait: WaitOption = False,
     device: DeviceOption = "auto",
+    *,
+    ctx: typer.Context,
 ) -> None:
     """Rank items by how likely their label is wrong (scores of ranker:* detectors)."""
-    submit(
-        lambda s: enqueue_rank_errors(s, benchmark, ranker or None, train_label=train_label),
-        wait,
-        device,
-    )
+    submit_options(ctx, RankErrorsParams, rankers=list(rankers or []))

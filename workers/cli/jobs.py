@@ -20,13 +20,14 @@ from sqlalchemy.orm import Session
 
 from app.cli.support import echo_rows, in_store
 from app.db import transaction
-from app.errors import AppellateError
+from app.errors import InvalidInput
 from app.services.jobs import queue as job_queue
-from app.services.jobs.judge import JudgeParams, default_mode, enqueue_judge
+from app.services.jobs.extract import ExtractParams
+from app.services.jobs.judge import JudgeParams
+from app.services.jobs.kind import JobParams, create, enqueue
 from app.settings import Settings
 from app.store import Store
 from app.tables import Job
-from workers.jobs.extract import ExtractParams, enqueue_extract
 
 P = TypeVar("P")
 
@@ -153,37 +154,41 @@ def _orders(text: str) -> list[str]:
     return [o.strip() for o in text.split(",") if o.strip()]
 
 
-def build(factory: Callable[[], P]) -> P:
-    """``factory()``; a domain error in the parameters becomes a usage error of the command."""
+def parse_option(ctx: typer.Context, params_type: type[JobParams], field: str, text: str) -> Any:
+    """``text`` given to the option of ``field`` as that field's type (a usage error if not)."""
     try:
-        return factory()
-    except AppellateError as exc:
-        raise typer.BadParameter(exc.message) from None
+        return params_type.parse_form({field: text})[field]
+    except InvalidInput as exc:
+        raise typer.BadParameter(exc.reason, ctx=ctx, param_hint=_option_of(ctx, field)) from None
 
 
-def submit_options(
-    ctx: typer.Context,
-    params_type: type[P],
-    enqueue: Callable[[Session, P], Job],
-    **given: Any,
-) -> None:
+def _option_of(ctx: typer.Context, field: str | None) -> str:
+    """The command-line spelling of a parameter: the option that sets ``field``, else its name."""
+    for param in ctx.command.params:
+        if param.name == field and getattr(param, "opts", None):
+            return str(param.opts[0])
+    return f"--{field.replace('_', '-')}" if field else "the parameters"
+
+
+def submit_options(ctx: typer.Context, params_type: type[JobParams], **given: Any) -> None:
     """Queue the job whose parameters are the command's options of the same names.
 
-    ``params_type`` is a dataclass; ``given`` adds the parameters the command computes or
-    names differently (and overrides an option of the same name). ``--wait`` and ``--device``
-    are the command's own, as for :func:`submit`, and so is ``--max-attempts`` where the command
-    has it.
+    ``given`` adds the parameters the command computes or names differently (and overrides
+    an option of the same name). The parameters are built before anything is queued: a bad
+    value is a usage error naming its option (exit 2). ``--wait`` and ``--device`` are the
+    command's own, as for :func:`submit`, and so is ``--max-attempts`` where the command has it.
     """
-    wanted = {f.name for f in dataclasses.fields(params_type)}  # type: ignore[arg-type]
-    options = {name: value for name, value in ctx.params.items() if name in wanted}
-    params = build(lambda: params_type(**(options | given)))
+    wanted = {f.name for f in dataclasses.fields(params_type)}
+    data = {name: value for name, value in ctx.params.items() if name in wanted} | given
     attempts = ctx.params.get("max_attempts")
 
     def queue(session: Session) -> Job:
-        job = enqueue(session, params)
-        if attempts is not None:
-            job.max_attempts = attempts
-        return job
+        try:
+            return enqueue(session, create(session, params_type, data), max_attempts=attempts)
+        except InvalidInput as exc:
+            raise typer.BadParameter(
+                exc.reason, ctx=ctx, param_hint=_option_of(ctx, exc.field)
+            ) from None
 
     submit(queue, ctx.params["wait"], ctx.params["device"])
 
@@ -238,14 +243,11 @@ def judge(
 ) -> None:
     """Judge a pairwise benchmark in both orders with a local or remote model."""
     extra: dict[str, Any] = {}
-    if mode is None:
-        mode = in_store(lambda s: default_mode(s, model, "remote" if base_url else "local"))
     if template_file is not None:
         extra["template"] = template_file.read()
     submit_options(
         ctx,
         JudgeParams,
-        enqueue_judge,
         judge=judge_name,
         backend="remote" if base_url else "local",
         orders=_orders(orders),
@@ -281,9 +283,8 @@ def extract(
     submit_options(
         ctx,
         ExtractParams,
-        enqueue_extract,
         format=fmt,
-        layers=[int(x) for x in layers.split(",")] if layers else None,
+        layers=parse_option(ctx, ExtractParams, "layers", layers or ""),
     )
 
 

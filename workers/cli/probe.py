@@ -6,35 +6,24 @@ Fitting and applying run as jobs (``--wait`` runs or follows them, as for ``appe
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 
 from app.cli.lie import lie_app
 from app.cli.support import JsonArrayOption, echo_rows, in_store
+from app.errors import InvalidInput
 from app.services.evidence.lie_variants import LIE_VARIANTS, lie_extract_spec
 from app.services.evidence.probe_store import list_probes
-from app.services.jobs.probes import (
-    APPLY_PROBE_JOB,
-    FIT_LIE_PROBE_JOB,
-    FIT_PROBE_JOB,
-    FIT_SET_PROBE_JOB,
-    queue_probe_job,
-)
-from workers.cli.jobs import DeviceOption, WaitOption, submit
-from workers.jobs.probes import ApplyParams, FitFlipParams, FitLieParams
-from workers.jobs.set_probe import FitSetParams
+from app.services.jobs.apply_probe import ApplyParams
+from app.services.jobs.extract import ExtractParams
+from app.services.jobs.fit_lie_probe import FitLieParams
+from app.services.jobs.fit_probe import FitFlipParams
+from app.services.jobs.fit_set_probe import FitSetParams
+from workers.cli.jobs import DeviceOption, WaitOption, parse_option, submit_options
 
 probe_app = typer.Typer(no_args_is_help=True, help="Fit, apply and list probes.")
 probe_app.add_typer(lie_app, name="data")
-
-
-def _submit_probe(
-    kind: str, make: Callable[[], Any], wait: bool, device: str, **named: str | None
-) -> None:
-    """Queue a probe job with the parameters ``make()`` builds, once what ``named`` exists."""
-    submit(lambda s: queue_probe_job(s, kind, make().__dict__, **named), wait, device)
 
 
 @probe_app.command("fit")
@@ -47,16 +36,11 @@ def fit(
     seed: Annotated[int, typer.Option("--seed")] = 0,
     wait: WaitOption = False,
     device: DeviceOption = "auto",
+    *,
+    ctx: typer.Context,
 ) -> None:
     """Flip probe of a judge (nested grouped CV), its baselines, and a frozen copy for transfer."""
-    _submit_probe(
-        FIT_PROBE_JOB,
-        lambda: FitFlipParams(benchmark, judge, activation_set, seed=seed),
-        wait,
-        device,
-        benchmark=benchmark,
-        detector=judge,
-    )
+    submit_options(ctx, FitFlipParams)
 
 
 @probe_app.command("fit-set")
@@ -69,15 +53,11 @@ def fit_set(
     seed: Annotated[int, typer.Option("--seed")] = 0,
     wait: WaitOption = False,
     device: DeviceOption = "auto",
+    *,
+    ctx: typer.Context,
 ) -> None:
     """Probe of any binary label set on an activation set (nested CV grouped by item group)."""
-    _submit_probe(
-        FIT_SET_PROBE_JOB,
-        lambda: FitSetParams(benchmark, activation_set, label, seed=seed),
-        wait,
-        device,
-        benchmark=benchmark,
-    )
+    submit_options(ctx, FitSetParams)
 
 
 @probe_app.command("fit-lie")
@@ -95,15 +75,16 @@ def fit_lie(
     seed: Annotated[int, typer.Option("--seed")] = 0,
     wait: WaitOption = False,
     device: DeviceOption = "auto",
+    *,
+    ctx: typer.Context,
 ) -> None:
     """Lie-detector probe: layer = earliest with the best validation AUROC; frozen."""
-    wanted = [int(x) for x in layers.split(",")] if layers else None
-
-    def params() -> FitLieParams:
+    wanted = parse_option(ctx, ExtractParams, "layers", layers or "")
+    try:
         spec = lie_extract_spec(variant, model, wanted)
-        return FitLieParams(benchmark, name, spec, label=label, seed=seed)
-
-    _submit_probe(FIT_LIE_PROBE_JOB, params, wait, device, benchmark=benchmark, model=model)
+    except InvalidInput as exc:
+        raise typer.BadParameter(exc.reason, ctx=ctx, param_hint="--variant") from None
+    submit_options(ctx, FitLieParams, extract=spec)
 
 
 @probe_app.command("apply")
@@ -116,16 +97,12 @@ def apply(
     ] = None,
     wait: WaitOption = False,
     device: DeviceOption = "auto",
+    *,
+    ctx: typer.Context,
 ) -> None:
     """Score a benchmark with a frozen probe: no fitting, no recalibration."""
     fields = {"text_field": text_field} if text_field else {}
-    _submit_probe(
-        APPLY_PROBE_JOB,
-        lambda: ApplyParams(probe, benchmark, activation_set, fields),
-        wait,
-        device,
-        benchmark=benchmark,
-    )
+    submit_options(ctx, ApplyParams, fields=fields)
 
 
 def probe_row(detector: Any) -> dict[str, Any]:

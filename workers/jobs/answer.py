@@ -24,7 +24,7 @@ from workers.engines.judge import judge_layers, last_position_forward, length_bu
 from workers.engines.label_tokens import single_token_ids
 from workers.engines.models import LoadedModel
 from workers.jobs.judge import load_registered
-from workers.runner import JobContext
+from workers.runner import JobContext, handles
 
 POSITION_RULE = "before the answer letter (after the prefilled 'Answer:')"
 
@@ -105,9 +105,10 @@ class _Answerer:
         return answers, states
 
 
+@handles(ChoiceParams)
 def run_answer_choices(ctx: JobContext) -> dict[str, Any]:
     """Handler of ``answer_choices`` jobs: see the module docstring."""
-    params = ChoiceParams(**ctx.params)
+    params = ChoiceParams.from_dict(ctx.params)
     loaded, model_row = load_registered(ctx, params.model)
     details = {
         "backend": "local",

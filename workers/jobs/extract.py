@@ -7,7 +7,6 @@ are written as shards as they finish, so a resumed job skips what is stored.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from sqlalchemy import select
@@ -15,9 +14,8 @@ from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
 from app.services.evidence.benchmarks import get_benchmark
-from app.services.evidence.language_models import get_language_model
-from app.services.jobs import queue as job_queue
-from app.tables import Instance, Job
+from app.services.jobs.extract import ExtractParams
+from app.tables import Instance
 from workers.engines.activations import FillingSet, open_model_set
 from workers.engines.capture import (
     BeforeMarker,
@@ -31,58 +29,7 @@ from workers.engines.capture import (
 from workers.engines.judge import judge_layers
 from workers.engines.models import LoadedModel
 from workers.jobs.judge import load_registered
-from workers.runner import JobContext
-
-EXTRACT_JOB = "extract"
-FORMATS = ("text", "chat")
-
-
-@dataclass(frozen=True)
-class ExtractParams:
-    """What to capture: payload fields, format, position rule, layers, batch size, item limit.
-
-    ``position`` is ``last``, ``end_of_turn`` or ``before_marker:<text>``; ``layers`` None means
-    the judge layers.
-    """
-
-    benchmark: str
-    model: str
-    name: str = ""
-    format: str = "chat"
-    text_field: str = "statement"
-    system_field: str | None = None
-    user_field: str = "question"
-    assistant_field: str = "response"
-    position: str = "end_of_turn"
-    layers: list[int] | None = None
-    batch_size: int = 8
-    limit: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.format not in FORMATS:
-            raise InvalidInput(f"must be one of {', '.join(FORMATS)}", field="format")
-        kind = self.position.partition(":")[0]
-        if kind not in ("last", "end_of_turn", "before_marker"):
-            raise InvalidInput(
-                "must be last, end_of_turn or before_marker:<text>", field="position"
-            )
-        if self.batch_size < 1:
-            raise InvalidInput("must be at least 1", field="batch_size")
-        if not self.name:
-            object.__setattr__(
-                self, "name", f"extract:{self.model}:{self.benchmark}:{self.format}:{self.position}"
-            )
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-able job parameters."""
-        return asdict(self)
-
-
-def enqueue_extract(session: Session, params: ExtractParams) -> Job:
-    """Check the benchmark and model exist, then queue an extract job."""
-    get_benchmark(session, params.benchmark)
-    get_language_model(session, params.model)
-    return job_queue.enqueue(session, EXTRACT_JOB, params.as_dict())
+from workers.runner import JobContext, handles
 
 
 def position_rule(params: ExtractParams, loaded: LoadedModel) -> PositionRule:
@@ -124,9 +71,10 @@ def transcript(
     return render_chat(tok, messages)
 
 
+@handles(ExtractParams)
 def run_extract_job(ctx: JobContext) -> dict[str, Any]:
     """Handler of ``extract`` jobs: see the module docstring."""
-    return capture_benchmark(ctx, ExtractParams(**ctx.params))
+    return capture_benchmark(ctx, ExtractParams.from_dict(ctx.params))
 
 
 def capture_benchmark(ctx: JobContext, params: ExtractParams) -> dict[str, Any]:

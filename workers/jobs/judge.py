@@ -39,7 +39,7 @@ from workers.engines.judge import (
     verify_replay,
 )
 from workers.engines.models import LoadedModel, load_model
-from workers.runner import JobContext
+from workers.runner import JobContext, handles
 
 POSITION_RULE = "before-verdict (AB order, captured during judging)"
 
@@ -248,6 +248,7 @@ def _verify_summary(checks: dict[int, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+@handles(JudgeParams)
 def run_judge_job(ctx: JobContext) -> dict[str, Any]:
     """Handler of ``judge`` jobs: see the module docstring."""
     params = JudgeParams.from_dict(ctx.params)

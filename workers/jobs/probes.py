@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -24,12 +24,12 @@ from app.services.evidence.probe_store import load_probe, put_detector, save_pro
 from app.services.evidence.scores import replace_scores
 
 # The job kinds are declared where the dashboard and the CLI queue them (re-exported here).
-from app.services.jobs.probes import APPLY_PROBE_JOB as APPLY_PROBE_JOB
-from app.services.jobs.probes import FIT_LIE_PROBE_JOB as FIT_LIE_PROBE_JOB
-from app.services.jobs.probes import FIT_PROBE_JOB as FIT_PROBE_JOB
+from app.services.jobs.apply_probe import ApplyParams
+from app.services.jobs.extract import ExtractParams
+from app.services.jobs.fit_lie_probe import FitLieParams
+from app.services.jobs.fit_probe import FitFlipParams
 from app.stats.probes import (
     BASELINE_FEATURES,
-    LAMBDAS,
     LinearProbe,
     NestedCVResult,
     earliest_best_layer,
@@ -39,8 +39,8 @@ from app.stats.probes import (
 )
 from workers.engines.activations import read_activation_set
 from workers.engines.probe_data import ProbeData, flip_data, labelled_activations
-from workers.jobs.extract import ExtractParams, capture_benchmark
-from workers.runner import JobContext
+from workers.jobs.extract import capture_benchmark
+from workers.runner import JobContext, handles
 
 ARTIFACT_FORMAT = "appellate-probe-1"
 
@@ -105,26 +105,14 @@ def _artifact(
     }
 
 
-@dataclass(frozen=True)
-class FitFlipParams:
-    """A judge's flip probe on a benchmark (activations from ``appellate judge``)."""
-
-    benchmark: str
-    judge: str
-    activation_set: str | None = None
-    outer: int = 5
-    inner: int = 3
-    seed: int = 0
-    lambdas: list[float] = field(default_factory=lambda: list(LAMBDAS))
-
-
+@handles(FitFlipParams)
 def run_fit_probe(ctx: JobContext) -> dict[str, Any]:
     """Flip probe by nested grouped CV, its baselines on the same folds, and a frozen probe.
 
     Baselines: the six-feature model and each single feature. The frozen probe takes its
     hyperparameters from grouped CV on all items and is refitted once on all of them.
     """
-    p = FitFlipParams(**ctx.params)
+    p = FitFlipParams.from_dict(ctx.params)
     data_dir = ctx.store.settings.data_dir
     data = ctx.read(lambda s: flip_data(s, data_dir, p.benchmark, p.judge, p.activation_set))
     assert data.features is not None
@@ -197,27 +185,6 @@ def run_fit_probe(ctx: JobContext) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class FitLieParams:
-    """A lie-detector probe: activations of a statement/chat benchmark, layer by validation AUROC.
-
-    ``extract`` holds :class:`ExtractParams` fields (model, format, position, fields, layers);
-    the activations are captured first when missing. The frozen probe applies the same spec to
-    any benchmark it scores. ``val_fraction`` and ``test_fraction`` are the shares of items
-    (whole groups) in the split that picks the layer and in the one that reports the curve.
-    """
-
-    benchmark: str
-    name: str
-    extract: dict[str, Any]
-    label: str = "truth"
-    val_fraction: float = 0.2
-    test_fraction: float = 0.2
-    folds: int = 5
-    seed: int = 0
-    lambdas: list[float] = field(default_factory=lambda: list(LAMBDAS))
-
-
-@dataclass(frozen=True)
 class SelectionSplits:
     """Item indices of a lie probe's three grouped splits.
 
@@ -271,6 +238,7 @@ def selection_splits(
     return SelectionSplits(np.sort(rest[train]), np.sort(rest[val]), np.sort(test))
 
 
+@handles(FitLieParams)
 def run_fit_lie_probe(ctx: JobContext) -> dict[str, Any]:
     """Fit and freeze a lie-detector probe at the earliest layer with the best validation AUROC.
 
@@ -279,7 +247,7 @@ def run_fit_lie_probe(ctx: JobContext) -> dict[str, Any]:
     separate test split (grouped splits, duplicate statements in one group). Lambda is then
     chosen by grouped CV at that layer and the probe refitted on everything.
     """
-    p = FitLieParams(**ctx.params)
+    p = FitLieParams.from_dict(ctx.params)
     spec = ExtractParams(benchmark=p.benchmark, **p.extract)
     captured = capture_benchmark(ctx, spec)
     data_dir = ctx.store.settings.data_dir
@@ -337,16 +305,6 @@ def run_fit_lie_probe(ctx: JobContext) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class ApplyParams:
-    """Score ``benchmark`` with the frozen probe ``probe``; no fitting, no recalibration."""
-
-    probe: str
-    benchmark: str
-    activation_set: str | None = None
-    fields: dict[str, str] = field(default_factory=dict)
-
-
 def _target_set(ctx: JobContext, p: ApplyParams, artifact: dict[str, Any]) -> str:
     """The activation set of the target: given, the judge's capture, or extracted now."""
     if p.activation_set:
@@ -363,9 +321,10 @@ def _target_set(ctx: JobContext, p: ApplyParams, artifact: dict[str, Any]) -> st
     ]
 
 
+@handles(ApplyParams)
 def run_apply_probe(ctx: JobContext) -> dict[str, Any]:
     """Apply a frozen probe to a benchmark's activations (same model, same layer)."""
-    p = ApplyParams(**ctx.params)
+    p = ApplyParams.from_dict(ctx.params)
     data_dir = ctx.store.settings.data_dir
     _, artifact = ctx.read(lambda s: load_probe(s, data_dir, p.probe))
     set_name = _target_set(ctx, p, artifact)

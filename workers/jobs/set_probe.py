@@ -10,7 +10,6 @@ label-error rankers with the same intervals.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -18,34 +17,17 @@ from sqlalchemy.orm import Session
 from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.probe_store import put_detector
 from app.services.evidence.scores import replace_scores
-from app.services.jobs.probes import FIT_SET_PROBE_JOB as FIT_SET_PROBE_JOB
-from app.stats.probes import LAMBDAS, nested_cv
+from app.services.jobs.fit_set_probe import FitSetParams
+from app.stats.probes import nested_cv
 from workers.engines.probe_data import labelled_activations
 from workers.jobs.probes import _cv_details, _oof_scores
-from workers.runner import JobContext
+from workers.runner import JobContext, handles
 
 
-@dataclass(frozen=True)
-class FitSetParams:
-    """A probe of ``label`` on the activations of ``activation_set`` (items of ``benchmark``)."""
-
-    benchmark: str
-    activation_set: str
-    label: str
-    outer: int = 5
-    inner: int = 3
-    seed: int = 0
-    lambdas: list[float] = field(default_factory=lambda: list(LAMBDAS))
-
-    @property
-    def probe_name(self) -> str:
-        """The detector that holds the probe's out-of-fold scores."""
-        return f"probe:{self.activation_set}:{self.label}"
-
-
+@handles(FitSetParams)
 def run_fit_set_probe(ctx: JobContext) -> dict[str, Any]:
     """Fit by nested grouped CV and store the out-of-fold scores on the benchmark."""
-    p = FitSetParams(**ctx.params)
+    p = FitSetParams.from_dict(ctx.params)
     data_dir = ctx.store.settings.data_dir
     data = ctx.read(
         lambda s: labelled_activations(s, data_dir, p.benchmark, p.label, p.activation_set)

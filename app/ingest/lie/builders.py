@@ -1,4 +1,4 @@
-"""The ``build_dataset`` job: the lie-detector dataset builders run through the queue.
+"""The lie-detector dataset builders the ``build_dataset`` job kind names, run through the queue.
 
 Builders only touch the database (no model), so the job is one transaction; queuing them lets
 the dashboard start a build and show its outcome on the jobs page like any other work.
@@ -20,6 +20,7 @@ from app.ingest.lie.datasets import (
     build_truth,
 )
 from app.ingest.records import ImportSummary
+from app.services.jobs.build_dataset import BuildDatasetParams
 from app.settings import BUNDLED_DATA
 
 
@@ -48,21 +49,18 @@ BUILDERS: dict[str, Callable[[Session, Path, dict[str, Any]], list[ImportSummary
 }
 
 
-def build_dataset(session: Session, params: dict[str, Any]) -> list[str]:
-    """Run the builder ``params["builder"]`` with ``params["options"]``; one line per benchmark.
+def build_dataset(session: Session, params: BuildDatasetParams) -> list[str]:
+    """Run the builder ``params.builder`` with ``params.options``; one line per benchmark.
 
     Raises
     ------
     InvalidInput
-        For an unknown builder or option.
+        For an option the builder does not take.
 
     """
-    name = params.get("builder")
-    if name not in BUILDERS:
-        raise InvalidInput(f"must be one of {', '.join(BUILDERS)}", field="builder")
-    data = Path(params.get("data") or BUNDLED_DATA)
+    data = Path(params.data or BUNDLED_DATA)
     try:
-        summaries = BUILDERS[name](session, data, dict(params.get("options") or {}))
+        summaries = BUILDERS[params.builder](session, data, dict(params.options))
     except TypeError as exc:  # an option the builder does not take
         raise InvalidInput(str(exc), field="options") from None
     return [s.line() for s in summaries]

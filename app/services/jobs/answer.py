@@ -1,9 +1,13 @@
-"""Parameters of a choice-answering job, validated once for the CLI, the web form and the worker."""
+"""The ``answer_choices`` job kind: a local model answers a choice benchmark's items.
+
+Its option-letter probabilities become predictions (and, optionally, activations).
+"""
 
 from __future__ import annotations
 
 import string
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -13,10 +17,9 @@ from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.choices import option_letters
 from app.services.evidence.language_models import get_language_model
 from app.services.evidence.model_runs import RunDetector
-from app.services.jobs import queue as job_queue
-from app.tables import BenchmarkKind, Job
+from app.services.jobs.kind import JobLink, JobParams, job_kind
+from app.tables import BenchmarkKind
 
-ANSWER_CHOICES_JOB = "answer_choices"
 DEFAULT_TEMPLATE = (
     "The following is a multiple choice question{about}. Reply with the letter of the "
     "correct option.\n\n{question}\n\n{options}"
@@ -26,8 +29,9 @@ ANSWER_PREFIX = "Answer:"
 _PLACEHOLDERS = {"about", "question", "options", "subject"}
 
 
+@job_kind
 @dataclass(frozen=True)
-class ChoiceParams:
+class ChoiceParams(JobParams):
     """What to answer, with which registered model and how.
 
     ``template`` is the user message, with ``{question}``, ``{options}`` (one ``A. text`` line
@@ -45,7 +49,11 @@ class ChoiceParams:
     limit: int | None = None
     capture: bool = True
 
-    def __post_init__(self) -> None:
+    kind = "answer_choices"
+    title = "Answer"
+
+    def validate(self) -> None:
+        """Counts in range; the template has {question} and {options} and no other name."""
         if self.batch_size < 1:
             raise InvalidInput("must be at least 1", field="batch_size")
         if self.limit is not None and self.limit < 1:
@@ -60,11 +68,29 @@ class ChoiceParams:
             unknown = ", ".join(sorted(names - _PLACEHOLDERS))
             raise InvalidInput(f"unknown placeholder(s): {unknown}", field="template")
         if not self.detector:
-            object.__setattr__(self, "detector", f"{self.model}/choice")
+            self._set("detector", f"{self.model}/choice")
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-able job parameters."""
-        return asdict(self)
+    def check(self, session: Session) -> None:
+        """A choice benchmark, and a registered model."""
+        bench = get_benchmark(session, self.benchmark)
+        if bench.kind != BenchmarkKind.choice:
+            raise InvalidInput(
+                f"benchmark {bench.name!r} holds {bench.kind} items, not choice items",
+                field="benchmark",
+            )
+        get_language_model(session, self.model)
+
+    def describe(self) -> str:
+        """E.g. "Answer mmlu with smollm2 as smollm2/choice, the first 50 items"."""
+        items = f"the first {self.limit} items" if self.limit else "every item"
+        return f"Answer {self.benchmark} with {self.model} as {self.detector}, {items}"
+
+    def links(self, result: Mapping[str, Any]) -> list[JobLink]:
+        """The metrics with the new model's accuracy, and the table."""
+        return [
+            JobLink(f"Metrics of {self.benchmark}", "metrics", self.benchmark),
+            JobLink(f"{self.benchmark}: the instance table", "table", self.benchmark),
+        ]
 
     def run_detector(self) -> RunDetector:
         """The detector the run writes its predictions under."""
@@ -89,15 +115,3 @@ class ChoiceParams:
 def activation_set_name(params: ChoiceParams) -> str:
     """Name of the activation set of a choice run: the state before the answer letter."""
     return f"choice:{params.detector}:{params.benchmark}"
-
-
-def enqueue_answer_choices(session: Session, params: ChoiceParams) -> Job:
-    """Check the benchmark is a choice benchmark and the model exists, then queue the job."""
-    bench = get_benchmark(session, params.benchmark)
-    if bench.kind != BenchmarkKind.choice:
-        raise InvalidInput(
-            f"benchmark {bench.name!r} holds {bench.kind} items, not choice items",
-            field="benchmark",
-        )
-    get_language_model(session, params.model)
-    return job_queue.enqueue(session, ANSWER_CHOICES_JOB, params.as_dict())

@@ -1,30 +1,38 @@
-"""The ``build_dataset`` job kind: build one of the lie-detector datasets from the bundled data.
+"""The ``build_dataset`` job kind: build one of the lie-detector datasets from bundled data.
 
-The builders themselves live in :mod:`app.ingest.lie.builders` (keyed by these names); they
-only touch the database, so the worker runs one as a single transaction.
+The builders live in :mod:`app.ingest.lie.builders`, keyed by :data:`BUILDER_NAMES`; they only
+touch the database, so the worker runs one as a single transaction.
 """
 
 from __future__ import annotations
 
-from sqlalchemy.orm import Session
+from dataclasses import dataclass, field
+from typing import Any
 
 from app.errors import InvalidInput
-from app.services.jobs import queue as job_queue
-from app.tables import Job
+from app.services.jobs.kind import JobParams, job_kind
 
-BUILD_DATASET_JOB = "build_dataset"
 BUILDER_NAMES = ("truth", "confounders", "personas", "roleplay")
 
 
-def queue_dataset_build(session: Session, builder: str) -> Job:
-    """Queue one of the lie-detector dataset builders (bundled data, default options).
+@job_kind
+@dataclass(frozen=True)
+class BuildDatasetParams(JobParams):
+    """Which builder, from which data folder (None: the bundled data), with which options."""
 
-    Raises
-    ------
-    InvalidInput
-        An unknown builder.
+    kind = "build_dataset"
+    title = "Build a lie-detector dataset"
 
-    """
-    if builder not in BUILDER_NAMES:
-        raise InvalidInput(f"must be one of {', '.join(BUILDER_NAMES)}", field="builder")
-    return job_queue.enqueue(session, BUILD_DATASET_JOB, {"builder": builder})
+    builder: str
+    data: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        """A known builder."""
+        if self.builder not in BUILDER_NAMES:
+            raise InvalidInput(f"must be one of {', '.join(BUILDER_NAMES)}", field="builder")
+
+    def describe(self) -> str:
+        """E.g. "Build the lie-detector dataset personas (bundled data)"."""
+        where = self.data or "bundled data"
+        return f"Build the lie-detector dataset {self.builder} ({where})"

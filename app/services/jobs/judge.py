@@ -1,8 +1,9 @@
-"""Parameters of a judge job, validated once for the CLI, the web form and the worker."""
+"""The ``judge`` job kind: a pairwise benchmark judged by a local or remote model in both orders."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select
@@ -10,20 +11,22 @@ from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
 from app.services.evidence.benchmarks import get_benchmark
+from app.services.evidence.flips import flip_label_name
 from app.services.evidence.language_models import get_language_model
 from app.services.evidence.model_runs import RunDetector
-from app.services.jobs import queue as job_queue
 from app.services.jobs.judge_protocol import DEFAULT_SYSTEM, DEFAULT_TEMPLATE, JudgePrompt
-from app.tables import Benchmark, BenchmarkKind, Job, Order
+from app.services.jobs.kind import JobLink, JobParams, job_kind
+from app.services.table.instance_filter import FlipState, InstanceFilter
+from app.tables import Benchmark, BenchmarkKind, Order
 
-JUDGE_JOB = "judge"
 MODES = ("generate", "forced", "calibrated")
 BACKENDS = ("local", "remote")
 _ORDERS = (Order.AB.value, Order.BA.value)
 
 
+@job_kind
 @dataclass(frozen=True)
-class JudgeParams:
+class JudgeParams(JobParams):
     """What to judge, with which model and how (see ``appellate judge --help`` for each field).
 
     ``model`` names a registered local model (backend ``local``) or the model id on an
@@ -50,7 +53,11 @@ class JudgeParams:
     system: str = DEFAULT_SYSTEM
     template: str = DEFAULT_TEMPLATE
 
-    def __post_init__(self) -> None:
+    kind = "judge"
+    title = "Judge"
+
+    def validate(self) -> None:
+        """Modes, backends, orders and counts in range; a remote judge needs its server."""
         checks: list[tuple[bool, str, str]] = [
             (self.mode in MODES, "mode", f"must be one of {', '.join(MODES)}"),
             (self.backend in BACKENDS, "backend", f"must be one of {', '.join(BACKENDS)}"),
@@ -83,7 +90,7 @@ class JudgeParams:
                 raise InvalidInput(reason, field=name)
         JudgePrompt(self.system, self.template)  # validates the placeholders
         if not self.judge:
-            object.__setattr__(self, "judge", f"{self.model}/{self.mode}")
+            self._set("judge", f"{self.model}/{self.mode}")
 
     @property
     def prompt(self) -> JudgePrompt:
@@ -99,24 +106,58 @@ class JudgeParams:
         """The judge detector the run writes its judgments under."""
         return RunDetector(self.judge, "judge", f"{self.model} ({self.mode})")
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-able job parameters."""
-        return asdict(self)
-
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> JudgeParams:
-        """Parameters from a job row (unknown keys are refused).
+    def session_defaults(cls, session: Session, data: dict[str, Any]) -> dict[str, Any]:
+        """No mode (None or empty) means the mode the registered model asks for."""
+        if not data.get("mode") and "model" in data:
+            data["mode"] = default_mode(session, data["model"], data.get("backend", "local"))
+        return data
 
-        Raises
-        ------
-        InvalidInput
-            For an unknown key or an invalid value.
+    def check(self, session: Session) -> None:
+        """The benchmark holds pairs; a local model is registered."""
+        bench = get_benchmark(session, self.benchmark)
+        if bench.kind != BenchmarkKind.pairwise:
+            raise InvalidInput(
+                f"benchmark {bench.name!r} holds {bench.kind} instances; a judge needs pairs",
+                field="benchmark",
+            )
+        if self.backend == "local":
+            get_language_model(session, self.model)
 
-        """
-        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise InvalidInput(f"unknown judge parameters {unknown}", field="params")
-        return cls(**data)
+    def describe(self) -> str:
+        """E.g. "Judge jb with smollm2 (forced) as smollm2/forced, orders AB and BA, every pair"."""
+        where = self.model if self.backend == "local" else f"{self.model} at {self.base_url}"
+        sample = f"a sample of {self.limit} pairs" if self.limit else "every pair"
+        text = f"Judge {self.benchmark} with {where} ({self.mode}) as {self.judge}, orders "
+        text += f"{' and '.join(self.orders)}, {sample}"
+        if self.repeat_subset:
+            text += f"; AB repeated on {self.repeat_subset}"
+        return text
+
+    def links(self, result: Mapping[str, Any]) -> list[JobLink]:
+        """Its flip labels' metrics, its scores and flipped pairs; the table for one order."""
+        bench, judge = self.benchmark, self.judge
+        both = {Order.AB.value, Order.BA.value} <= set(self.orders)
+        if not both or not result.get("retained_pairs"):
+            # One order (or nothing valid in both): no flip labels and no score to show.
+            return [JobLink(f"{bench}: the instance table", "table", bench)]
+        flips = (("label", flip_label_name(judge)),)
+        return [
+            JobLink(f"Metrics of {flip_label_name(judge)}", "metrics", bench, query=flips),
+            JobLink("Its score beside the other detectors (metric matrix)", "metrics", bench),
+            JobLink(
+                "The pairs it scored (instance table)",
+                "table",
+                bench,
+                table=InstanceFilter(score_detector=judge, score_min=0.0),
+            ),
+            JobLink(
+                "Its flipped pairs",
+                "table",
+                bench,
+                table=InstanceFilter(judge=judge, flip=FlipState.yes),
+            ),
+        ]
 
 
 def default_mode(session: Session, model: str, backend: str = "local") -> str:
@@ -135,25 +176,3 @@ def judgeable_benchmarks(session: Session) -> list[str]:
     """Names of the pairwise benchmarks (those a judge job can run on), sorted."""
     q = select(Benchmark.name).where(Benchmark.kind == BenchmarkKind.pairwise.value)
     return list(session.scalars(q.order_by(Benchmark.name)))
-
-
-def enqueue_judge(session: Session, params: JudgeParams) -> Job:
-    """Check the benchmark (pairwise) and model exist, then queue a judge job.
-
-    Raises
-    ------
-    NotFound
-        For an unknown benchmark or (local backend) model.
-    InvalidInput
-        For a benchmark that is not pairwise.
-
-    """
-    bench = get_benchmark(session, params.benchmark)
-    if bench.kind != BenchmarkKind.pairwise:
-        raise InvalidInput(
-            f"benchmark {bench.name!r} holds {bench.kind} instances; a judge needs pairs",
-            field="benchmark",
-        )
-    if params.backend == "local":
-        get_language_model(session, params.model)
-    return job_queue.enqueue(session, JUDGE_JOB, params.as_dict())

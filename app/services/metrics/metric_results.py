@@ -9,7 +9,7 @@ request on original labels reads only the evidence, so it is keyed on the benchm
 does not recompute it after every vote); one on resolved labels is keyed on ``data_version``, which
 every write bumps. A stored result is never served for data it was not computed on; the newest older
 one is still there to show, marked stale, while a ``compute_metrics`` job computes the current one
-(:func:`compute_job`).
+(:mod:`app.services.jobs.compute_metrics`).
 
 Reports are stored as JSON text: Python's float repr round-trips every float exactly, so a
 stored value equals the direct computation bit for bit.
@@ -33,7 +33,6 @@ from app.errors import InvalidInput
 from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.labelled_items import data_key, get_detector, label_key
 from app.services.evidence.payload_fields import payload_text
-from app.services.jobs import queue as job_queue
 from app.services.metrics.answer_metrics import answer_report, compares_answers
 from app.services.metrics.metrics_plots import (
     MetricsPlots,
@@ -46,20 +45,17 @@ from app.services.metrics.report import report_of
 from app.services.table.facets import BenchmarkFacets
 from app.sql.cache import VersionedCache
 from app.sql.kept_results import keep_result
-from app.tables import Benchmark, Job, JobStatus, MetricResult
+from app.tables import Benchmark, MetricResult
 
 __all__ = [
-    "COMPUTE_METRICS_JOB",
     "INLINE_ITEMS",
     "Draw",
     "MetricsResult",
     "Progress",
     "check_request",
-    "compute_job",
     "compute_result",
     "computes_inline",
     "labelled_count",
-    "latest_compute_job",
     "materialise",
     "params_key",
     "query_from_params",
@@ -70,9 +66,6 @@ __all__ = [
     "stale_result",
     "stored_result",
 ]
-
-COMPUTE_METRICS_JOB = "compute_metrics"
-"""The job kind that computes and stores one metrics request (``workers/jobs/metrics.py``)."""
 
 INLINE_ITEMS = 50_000
 """Labelled items up to which a page computes a missing result itself; above, a job does."""
@@ -387,38 +380,3 @@ def computes_inline(
 ) -> bool:
     """Whether a page computes a missing result itself (small), or leaves it to a job."""
     return labelled_count(facets, query.label) <= limit
-
-
-def latest_compute_job(session: Session, bench: Benchmark, query: MetricsQuery) -> Job | None:
-    """The newest ``compute_metrics`` job of ``query`` on the current data version, not done.
-
-    Queued, running or failed (a failed one is shown, not queued again at every page view:
-    retry it on its page); ``None`` when there is none (or it is done, or cancelled).
-    """
-    key = params_key(bench, query)
-    candidates = session.scalars(
-        select(Job)
-        .where(Job.kind == COMPUTE_METRICS_JOB, Job.status != JobStatus.cancelled.value)
-        .order_by(Job.id.desc())
-        .limit(200)
-    )
-    for job in candidates:
-        params = job.params or {}
-        current = params.get("data_version") == result_version(bench, query)
-        if params.get("params_key") == key and current:
-            return None if job.status == JobStatus.done.value else job
-    return None
-
-
-def compute_job(session: Session, bench: Benchmark, query: MetricsQuery) -> Job:
-    """:func:`latest_compute_job`, else a new ``compute_metrics`` job (flushed, not committed)."""
-    job = latest_compute_job(session, bench, query)
-    if job is not None:
-        return job
-    params = {
-        "benchmark": bench.name,
-        "params_key": params_key(bench, query),
-        "data_version": result_version(bench, query),
-        "query": query_params(query),
-    }
-    return job_queue.enqueue(session, COMPUTE_METRICS_JOB, params)

@@ -22,26 +22,22 @@ from app.services.evidence.answer_matrix import AnswerMatrix, load_answers
 from app.services.evidence.benchmarks import bump_data_version, get_benchmark
 from app.services.evidence.detectors import RANKER_KIND, RANKER_PREFIX, ensure_detector
 from app.services.evidence.labels import current_label_subquery
-from app.services.jobs import queue as job_queue
 from app.sql.bulk import bulk_insert
 from app.stats import label_errors
 from app.stats.metrics import auprc, auroc
-from app.tables import Benchmark, Instance, Job, Score, utcnow
+from app.tables import Benchmark, Instance, Score, utcnow
 
 __all__ = [
     "RANKERS",
     "RANKER_PREFIX",
-    "RANK_ERRORS_JOB",
     "RankInputs",
     "Ranker",
     "compute_rankers",
     "default_ranker",
-    "enqueue_rank_errors",
     "rank_inputs",
     "store_rankers",
 ]
 
-RANK_ERRORS_JOB = "rank_errors"
 DEFAULT_TRAIN_LABEL = "defect"
 DETAILS_KEY = "rankers"
 
@@ -363,37 +359,3 @@ def store_rankers(session: Session, inputs: RankInputs, result: RankResult) -> d
     }
     bump_data_version(session, bench)
     return {"rankers": summary, "skipped": result.skipped, "default": default}
-
-
-def enqueue_rank_errors(
-    session: Session,
-    benchmark: str,
-    rankers: Sequence[str] | None = None,
-    *,
-    train_label: str = DEFAULT_TRAIN_LABEL,
-) -> Job:
-    """Check the request (benchmark kind, ranker names) and queue a ``rank_errors`` job.
-
-    Raises
-    ------
-    NotFound
-        Unknown benchmark.
-    InvalidInput
-        Unknown ranker, or a benchmark that is not a choice or answer benchmark.
-
-    """
-    bench = get_benchmark(session, benchmark)
-    unknown = [n for n in rankers or () if n not in RANKERS]
-    if unknown:
-        raise InvalidInput(
-            f"unknown ranker(s) {unknown}; choose from {list(RANKERS)}", field="ranker"
-        )
-    kinds = {kind for r in RANKERS.values() for kind in r.kinds}
-    if bench.kind not in kinds:
-        raise InvalidInput(
-            f"benchmark {bench.name!r} holds {bench.kind} items; rankers need model answers "
-            "on choice or answer items",
-            field="benchmark",
-        )
-    params = {"benchmark": benchmark, "rankers": list(rankers or []), "train_label": train_label}
-    return job_queue.enqueue(session, RANK_ERRORS_JOB, params)
