@@ -9,16 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.orm import Session
-
-from app.services.evidence.benchmarks import get_benchmark
 from app.services.jobs.compute_metrics import ComputeMetricsParams
-from app.services.metrics.metric_results import (
-    MetricsResult,
-    compute_result,
-    save_result,
-    stored_result,
-)
+from app.services.metrics.metric_results import compute_unless_stored, save_result
 from app.services.metrics.svg_plots import metrics_figures
 from workers.runner import JobContext, handles
 
@@ -32,13 +24,9 @@ def run_compute_metrics(ctx: JobContext) -> dict[str, Any]:
     """
     query = ComputeMetricsParams.from_dict(ctx.params).metrics_query()
 
-    def compute(session: Session) -> MetricsResult | None:
-        bench = get_benchmark(session, query.benchmark)
-        if stored_result(session, bench, query, cache=None) is not None:
-            return None
-        return compute_result(session, query, draw=metrics_figures, progress=ctx.progress)
-
-    result = ctx.read(compute)
+    result = ctx.read(
+        lambda s: compute_unless_stored(s, query, draw=metrics_figures, progress=ctx.progress)
+    )
     if result is None:
         return {"benchmark": query.benchmark, "computed": False}
     ctx.commit(lambda session: save_result(session, result))

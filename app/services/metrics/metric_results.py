@@ -289,6 +289,24 @@ def compute_result(
     )
 
 
+def compute_unless_stored(
+    session: Session,
+    query: MetricsQuery,
+    *,
+    draw: Draw | None = None,
+    progress: Progress | None = None,
+) -> MetricsResult | None:
+    """:func:`compute_result`, or None when the current version's result is already stored.
+
+    What a job computing in the background does: another job, a page or the CLI may have
+    stored the same request meanwhile.
+    """
+    bench = get_benchmark(session, query.benchmark)
+    if stored_result(session, bench, query, cache=None) is not None:
+        return None
+    return compute_result(session, query, draw=draw, progress=progress)
+
+
 def save_result(session: Session, result: MetricsResult) -> None:
     """Store ``result``; a result already stored for its request and version stays as it is.
 
