@@ -101,4 +101,5 @@ REQUESTS: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
         "inner",
     ),
     "build_dataset": ({"builder": "roleplay"}, {"builder": "bogus"}, "builder"),
+    "warm_up": ({"benchmark": f.PAIRWISE}, {"benchmark": f.PAIRWISE, "resamples": 0}, "resamples"),
 }
