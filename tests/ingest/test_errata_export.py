@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -17,12 +18,14 @@ from app.cli import cli
 from app.db import transaction
 from app.errors import InvalidInput
 from app.ingest.export.errata import ERRATA_COLUMNS, REPORT_NAME, export_errata
+from app.ingest.export.error_types import error_type_of
 from app.ingest.export.upstream_report import accuracy_changes
 from app.ingest.mmlu_redux import import_mmlu_redux
 from app.services.accounts.users import Principal, create_user
 from app.services.evidence.answer_matrix import load_answers
 from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.detectors import ensure_detector
+from app.services.evidence.resolution import Event, Resolution, resolve
 from app.services.metrics.answer_metrics import answer_report
 from app.services.metrics.metrics_query import MetricsQuery
 from app.services.review import queues
@@ -302,3 +305,37 @@ def test_command_line(cli_store: object, reviewed: Reviewed, tmp_path: Path) -> 
     assert everything.stdout.startswith("mmlu: 8 erratum row(s) from every review decision")
     neither = CliRunner().invoke(cli, ["export", "mmlu", str(out), "--errata"])
     assert neither.exit_code == 2 and "give --queue ID or --all" in neither.output
+
+
+def _decision(value: str | None, reason: str = "", tags: tuple[str, ...] = ()) -> Resolution:
+    event = Event(1, "adjudication", value, "rita", reason, tags, datetime(2024, 1, 1, tzinfo=UTC))
+    return resolve(None, [], event, k=2)
+
+
+@pytest.mark.parametrize(
+    ("original", "value", "reason", "tags", "expected"),
+    [
+        ("A", "C", "", (), "wrong_groundtruth"),
+        (None, "C", "", (), "wrong_groundtruth"),  # an unlabelled item gets its label
+        ("A", "A", "", ("needs expertise", "unclear options"), "bad_options_clarity"),
+        ("A", "A", "", ("needs expertise",), "expert"),
+        ("A", "A", "", ("wrong reference",), "ok"),
+        ("A", "question unclear", "", (), "bad_question_clarity"),
+        ("A", None, "", ("unclear options", "no correct answer"), "no_correct_answer"),
+        ("A", None, "", ("ambiguous",), None),
+        ("A", "B", "fine after all. Error_Type = OK", (), "ok"),
+    ],
+)
+def test_error_type_of_a_decision(
+    original: str | None,
+    value: str | None,
+    reason: str,
+    tags: tuple[str, ...],
+    expected: str | None,
+) -> None:
+    assert error_type_of(original, _decision(value, reason, tags)) == expected
+
+
+def test_an_unknown_explicit_error_type_is_refused() -> None:
+    with pytest.raises(InvalidInput, match="the reason names error_type 'typo'; known: ok, "):
+        error_type_of("A", _decision("A", "error_type: typo"))

@@ -51,7 +51,7 @@ _TAG_TYPES = {
     "multiple correct answers": MULTIPLE_CORRECT_ANSWERS,
     **_CLARITY_TAGS,
 }
-_EXPLICIT = re.compile(r"\berror_type\s*[:=]\s*([A-Za-z_]+)")
+_EXPLICIT = re.compile(r"\berror_type\s*[:=]\s*([A-Za-z_]+)", re.IGNORECASE)
 
 
 def error_type_of(original: str | None, res: Resolution) -> str | None:
@@ -59,7 +59,7 @@ def error_type_of(original: str | None, res: Resolution) -> str | None:
 
     Read in this order:
 
-    1. ``error_type: TYPE`` (or ``error_type=TYPE``) in a deciding reason: the reviewer's
+    1. ``error_type: TYPE`` (or ``=``, any case) in a deciding reason: the reviewer's
        explicit choice of any type.
     2. The decided value: another option letter than the original is ``wrong_groundtruth``;
        the outcomes ``no correct option``, ``several correct`` and ``question unclear`` are
