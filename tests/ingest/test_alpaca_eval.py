@@ -172,12 +172,13 @@ def test_a_missing_field_is_named(factory: sessionmaker[Session], tmp_path: Path
         _import(factory, [path])
 
 
-def test_command_line(cli_store: object, tmp_path: Path) -> None:
+def test_command_line(cli_store: object, factory: sessionmaker[Session], tmp_path: Path) -> None:
     args = ["import", "alpaca-eval", str(HAND_WRITTEN.parent)]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("alpaca-eval: 1 file(s); instances +7 (0 present)")
     assert "judgments +7 (0 present); scores +6 (0 present); derived labels +0" in result.stdout
+    assert table_counts(factory)["instances"] == 7  # (and the factory empties the store after)
     empty = tmp_path / "empty"
     empty.mkdir()
     result = CliRunner().invoke(cli, ["import", "alpaca-eval", str(empty)])

@@ -82,6 +82,7 @@ def test_counts_flips_and_judge_summary_equal_the_raw_games(
             select(Instance.external_id, Judgment.order, Judgment.choice, Judgment.confidence)
             .join(Judgment, Judgment.instance_id == Instance.id)
             .add_columns(Judgment.raw_output, Judgment.details)
+            .where(Instance.benchmark_id == bench.id)
         )
         for ext, order, choice, confidence, output, details in session.execute(q):
             game = raw[ext]["games"][0 if order == "AB" else 1]
