@@ -1,12 +1,6 @@
-"""AlpacaEval annotations: one judgment per pair, in one randomised and unrecorded order.
+"""AlpacaEval ``annotations.json``: one judgment per pair, shown in one random, unrecorded order.
 
-``annotations.json`` is a JSON array; each element compares ``output_1`` (the baseline,
-``generator_1``) with ``output_2`` (``generator_2``) on one instruction, and ``preference``
-says which the annotator preferred: 1 or 2, a float in between for weighted annotators (the
-probability mass on output 2, plus one), 1.5 or 0 for a draw (AlpacaEval writes 0 when both
-outputs are the same text), null when the annotator gave nothing. The annotator saw the two
-outputs in an order AlpacaEval drew at random and did not record, so each becomes a
-one-order judgment, marked as such: the pairs a later re-judging in both orders is for.
+Each becomes a one-order judgment marked ``single_order`` (the pairs to re-judge in both orders).
 """
 
 from __future__ import annotations

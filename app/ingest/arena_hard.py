@@ -1,9 +1,6 @@
-"""Arena-Hard-Auto judgments: two games per question, the baseline shown first, then second.
+"""Arena-Hard-Auto judgments: ``games[0]`` (baseline first) and ``games[1]`` (swapped) as AB/BA.
 
-``model_judgment/<judge>/<model>.jsonl`` rows hold ``games[0]`` (the baseline as Assistant A,
-the judged model as B) and ``games[1]`` (the order swapped). Each game becomes a judgment of
-the pair (baseline = A): AB and BA, the BA verdict mirrored to identities, so flip labels and
-the judge summary follow at import. The five-level verdict gives the choice and its strength.
+The five-level verdict gives the choice and its strength; flips follow at import.
 """
 
 from __future__ import annotations

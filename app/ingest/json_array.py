@@ -1,9 +1,6 @@
 """A streaming reader of files holding one JSON array of objects (AlpacaEval's annotations.json).
 
-Elements are decoded one at a time from a bounded text buffer, so memory follows the largest
-element, not the file. Each row's line is the physical line its element starts on (such files
-are usually pretty-printed, an element spanning many lines), and bad input is reported as
-``file:line: field: reason`` like the other readers (:mod:`app.ingest.readers`).
+Memory follows the largest element; each row is located at the line its element starts on.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""What the importers of published judge outputs share: input files, judge detectors, rows.
-
-FastChat's MT-Bench judgments, Arena-Hard-Auto games and AlpacaEval annotations each name
-their judge in every row; :class:`JudgeDetectors` keeps one detector per judge and says which
-of them judged in both orders (their flips are derived at the end of the import).
-"""
+"""What the importers of published judge outputs share: input files, judge detectors, rows."""
 
 from __future__ import annotations
 

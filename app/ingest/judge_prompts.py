@@ -1,9 +1,6 @@
-"""Published judge prompt templates, read backwards: the texts a judge was shown, from its prompt.
+"""Published judge prompt templates (FastChat llm_judge, Arena-Hard-Auto), read backwards.
 
-FastChat's llm_judge and Arena-Hard-Auto store the judge's user prompt with every judgment but
-not always the answers themselves. Their templates are fixed strings with ``{placeholders}``;
-:class:`PromptTemplate` turns one into an anchored pattern and gives back the placeholder
-values, so the importers can rebuild the pair a judge saw (and check both orders agree).
+:class:`PromptTemplate` gives back the question and answers a judge was shown, from its prompt.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""MMLU-Redux subject files (one CSV per MMLU subject) as one ``choice`` benchmark.
+"""MMLU-Redux subject CSVs (the paper's outputs or the published dataset's layout) as one benchmark.
 
-Each row is a question with four options, the original MMLU label, every model's answer and
-the experts' verdict on the label (``error_type``). Two layouts are read: the paper's outputs
-(``groundtruth_answer`` and model columns) and the published dataset's columns (``answer``,
-``source``, ``correct_answer``, ``potential_reason``), which ``appellate export --errata``
-writes.
+Each row: a question, four options, the original label, models' answers and the experts' verdict.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""FastChat llm_judge MT-Bench judgments: pairwise games in both orders and single-answer grades.
+"""FastChat llm_judge MT-Bench judgments: pair games in both orders, and single-answer grades.
 
-``*_pair.jsonl`` rows hold two games of one judge on one pair of models and one turn: ``g1``
-shows ``model_1`` as Assistant A, ``g2`` shows ``model_2`` first, and both winners are already
-mapped back to model names. Each game becomes a judgment (AB and BA, identities), so flip labels
-follow at import. ``*_single.jsonl`` rows grade one model's answer from 1 to 10: the grade is
-the judge's score of a response item (-1, FastChat's mark of an unparsed grade, is no score).
+``g1``/``g2`` become AB/BA judgments (flips follow at import); 1-10 grades become scores.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Review's decisions on a choice benchmark's labels, written back in the MMLU-Redux errata schema.
+"""Review's decisions on a choice benchmark's labels, in the MMLU-Redux errata schema.
 
-Every item a review decided (an adjudication, or ``k`` unanimous votes) on label set
-``reference`` gets an MMLU-Redux ``error_type``
-(:func:`app.ingest.export.error_types.error_type_of`). One CSV per subject holds the published
-dataset's columns, so ``appellate import mmlu-redux`` reads the export back;
-:mod:`app.ingest.export.upstream_report` writes the Markdown report beside it.
+One CSV per subject (``import mmlu-redux`` reads it back) and the upstream report beside it.
 """
 
 from __future__ import annotations

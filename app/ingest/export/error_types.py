@@ -1,8 +1,6 @@
 """MMLU-Redux's error types, and the one a review decision on a choice item's label records.
 
-The review pages offer option letters, three outcomes and defect tags, not the error types
-themselves; :func:`error_type_of` reads the type from what review recorded (a later rework of the
-review loop may let reviewers pick it).
+The review pages do not ask for a type: :func:`error_type_of` reads it from what review recorded.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """The upstream report: a benchmark's label errors found in review, in Markdown for its tracker.
 
-After a count by error type and each model's accuracy against the original and the corrected
-labels (with group-bootstrap intervals and the paired change), one section per decided item:
-the question, its options with the original and the corrected label, how many models chose each
-option, the label-error rankers' scores, the votes and the decision with its reason.
+Counts by error type, models' accuracy before and after with intervals, and each item's evidence.
 """
 
 from __future__ import annotations
