@@ -18,12 +18,15 @@ __all__ = ["JudgeDetectors", "input_files", "number", "text_list"]
 
 
 def input_files(
-    paths: Sequence[str | os.PathLike[str]], pattern: str, *, recursive: bool = False
+    paths: Sequence[str | os.PathLike[str]],
+    pattern: str | Sequence[str],
+    *,
+    recursive: bool = False,
 ) -> list[Path]:
     """The files named by ``paths``: files as given, folders as their files matching ``pattern``.
 
-    Folders are searched in sorted order (``recursive``: also their subfolders), so an import
-    of a folder is deterministic.
+    ``pattern`` is a glob or several; a folder's matches are sorted (``recursive``: its
+    subfolders searched too), so an import of a folder is deterministic.
 
     Raises
     ------
@@ -33,15 +36,17 @@ def input_files(
     """
     if not paths:
         raise InvalidInput("no input files given", field="paths")
+    patterns = [pattern] if isinstance(pattern, str) else list(pattern)
     out: list[Path] = []
     for given in paths:
         path = Path(given)
         if path.is_dir():
-            found = sorted(path.rglob(pattern) if recursive else path.glob(pattern))
-            found = [p for p in found if p.is_file()]
+            search = path.rglob if recursive else path.glob
+            found = sorted({p for glob in patterns for p in search(glob) if p.is_file()})
             if not found:
                 where = " (subfolders included)" if recursive else ""
-                raise InvalidInput(f"no {pattern} files in this folder{where}", file=str(path))
+                names = " or ".join(patterns)
+                raise InvalidInput(f"no {names} files in this folder{where}", file=str(path))
             out.extend(found)
         else:
             out.append(path)

@@ -52,6 +52,8 @@ UNPARSED_GRADE = -1
 GRADES = (1.0, 10.0)
 TURNS = (1, 2)
 SINGLE_SUFFIX = "-single"
+JUDGMENT_FILES = ("*_pair.jsonl", "*_single.jsonl")
+"""What a folder is searched for (FastChat names its files ``<judge>_pair.jsonl`` and so on)."""
 NOTES = {
     "description": "MT-Bench pairs judged by FastChat's llm_judge in both orders (g1: model_1 "
     "shown first, g2: model_2 first); turn 2 is an item of its own with the turn-1 exchange; "
@@ -111,7 +113,8 @@ def import_mtbench_judgments(
     session
         The caller's session (one transaction: bad input changes nothing).
     paths
-        ``*_pair.jsonl`` / ``*_single.jsonl`` files, or folders of ``*.jsonl`` judgment files.
+        Judgment files (any name: the first row decides), or folders searched recursively for
+        ``*_pair.jsonl`` and ``*_single.jsonl``.
     questions, answers
         FastChat's ``question.jsonl`` and ``model_answer`` folder (both or neither).
     benchmark, single_benchmark
@@ -139,7 +142,7 @@ def import_mtbench_judgments(
         raise InvalidInput("give --questions and --answers together", field="questions")
     files = _AnswerFiles.open(questions, answers) if questions and answers else None
     importer = _Importer(session, files, benchmark, single_benchmark or benchmark + SINGLE_SUFFIX)
-    for path in input_files(paths, "*.jsonl"):
+    for path in input_files(paths, JUDGMENT_FILES, recursive=True):
         importer.add_file(path, chunk_size)
     return importer.finish()
 

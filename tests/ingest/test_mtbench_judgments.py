@@ -367,7 +367,7 @@ def test_command_line(cli_store: object, factory: sessionmaker[Session], tmp_pat
 
     from app.cli import cli
 
-    args = ["import", "mtbench-judgments", str(EXCERPTS / "model_judgment"), "-b", "mtb"]
+    args = ["import", "mtbench-judgments", str(EXCERPTS), "-b", "mtb"]  # searched recursively
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
