@@ -1,4 +1,8 @@
-"""``appellate export``: write a corrected (or original) benchmark release and its changelog."""
+"""``appellate export``: a corrected (or original) release and its changelog, or the errata.
+
+``--errata`` writes what review decided about a choice benchmark's labels in the MMLU-Redux
+errata schema, with an upstream report in Markdown (:mod:`app.ingest.export.errata`).
+"""
 
 from __future__ import annotations
 
@@ -34,7 +38,10 @@ def parse_filter(query: str) -> InstanceFilter:
 def export_command(
     benchmark: Annotated[str, typer.Argument(help="Benchmark name.")],
     out: Annotated[
-        Path, typer.Argument(help="Export file: .jsonl, .csv or .parquet (see --format).")
+        Path,
+        typer.Argument(
+            help="Export file: .jsonl, .csv or .parquet (see --format); a folder with --errata."
+        ),
     ],
     labels: Annotated[
         Literal["resolved", "original"],
@@ -56,8 +63,41 @@ def export_command(
             "'label=reference=A&slice=source=mmlu-pro-law'.",
         ),
     ] = None,
+    errata: Annotated[
+        bool,
+        typer.Option(
+            "--errata",
+            help="Write review's decisions on 'reference' in the MMLU-Redux errata schema (one "
+            "CSV per subject) and upstream-report.md into the folder OUT.",
+        ),
+    ] = False,
+    queue: Annotated[
+        int | None, typer.Option("--queue", help="--errata: the items of this review queue.")
+    ] = None,
+    all_items: Annotated[
+        bool, typer.Option("--all", help="--errata: every item decided in review.")
+    ] = False,
+    resamples: Annotated[
+        int, typer.Option("--resamples", help="--errata: bootstrap resamples of the report.")
+    ] = 2000,
+    seed: Annotated[int, typer.Option("--seed", help="--errata: bootstrap seed.")] = 0,
 ) -> None:
     """Export a benchmark with resolved or original labels, and a changelog CSV beside it."""
+    if errata:
+        if (queue is None) == (not all_items):
+            raise typer.BadParameter("give --queue ID or --all", param_hint="--errata")
+        # Imported here: the report's bootstrap and review code are not a plain export's cost.
+        from app.ingest.export.errata import export_errata
+
+        summary = in_store(
+            lambda s: export_errata(
+                s, benchmark, out, queue=queue, k=k, resamples=resamples, seed=seed
+            )
+        )
+        typer.echo(summary.line())
+        return
+    if queue is not None or all_items:
+        raise typer.BadParameter("--queue and --all choose the items of --errata")
     flt = parse_filter(filter_query) if filter_query is not None else None
     summary = in_store(
         lambda s: export_benchmark(s, benchmark, out, fmt=fmt, labels=labels, k=k, flt=flt)

@@ -10,9 +10,12 @@ import typer
 from sqlalchemy.orm import Session
 
 from app.cli.support import in_store
+from app.ingest.alpaca_eval import import_alpaca_eval
+from app.ingest.arena_hard import DEFAULT_BASELINE, import_arena_hard
 from app.ingest.judgebench import import_judgebench
 from app.ingest.mmlu_redux import import_mmlu_redux
 from app.ingest.mtbench import import_mtbench
+from app.ingest.mtbench_judgments import import_mtbench_judgments
 from app.ingest.records import ImportSummary
 from app.ingest.statements import import_statements
 from app.ingest.table import import_table
@@ -180,3 +183,62 @@ def table_command(
             )
         ]
     )
+
+
+# Published judge outputs of other evaluation tools: FastChat's MT-Bench judgments,
+# Arena-Hard-Auto games and AlpacaEval annotations.
+
+JudgmentPaths = Annotated[list[Path], typer.Argument(help="Judgment files or folders of them.")]
+
+
+@import_app.command("mtbench-judgments")
+def mtbench_judgments_command(
+    paths: JudgmentPaths,
+    questions: Annotated[
+        Path | None,
+        typer.Option("--questions", help="question.jsonl (with --answers: texts from files)."),
+    ] = None,
+    answers: Annotated[
+        Path | None, typer.Option("--answers", help="Folder of <model>.jsonl answers.")
+    ] = None,
+    benchmark: BenchmarkOption = None,
+    single_benchmark: Annotated[
+        str | None,
+        typer.Option(
+            "--single-benchmark", help="Benchmark of single grades (default: <benchmark>-single)."
+        ),
+    ] = None,
+) -> None:
+    """FastChat MT-Bench judgments: *_pair.jsonl (both orders, flips derived), *_single.jsonl."""
+    _run(
+        lambda s: import_mtbench_judgments(
+            s,
+            paths,
+            questions=questions,
+            answers=answers,
+            benchmark=benchmark or "mt-bench",
+            single_benchmark=single_benchmark,
+        )
+    )
+
+
+@import_app.command("arena-hard")
+def arena_hard_command(
+    paths: JudgmentPaths,
+    baseline: Annotated[
+        str, typer.Option("--baseline", help="The baseline model (the files do not name it).")
+    ] = DEFAULT_BASELINE,
+    benchmark: BenchmarkOption = None,
+) -> None:
+    """Arena-Hard-Auto model_judgment files: games[0] baseline first, games[1] swapped."""
+    _run(
+        lambda s: [
+            import_arena_hard(s, paths, baseline=baseline, benchmark=benchmark or "arena-hard")
+        ]
+    )
+
+
+@import_app.command("alpaca-eval")
+def alpaca_eval_command(paths: JudgmentPaths, benchmark: BenchmarkOption = None) -> None:
+    """AlpacaEval annotations.json: one judgment per pair, in one unrecorded order."""
+    _run(lambda s: [import_alpaca_eval(s, paths, benchmark=benchmark or "alpaca-eval")])

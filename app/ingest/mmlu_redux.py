@@ -1,7 +1,6 @@
-"""MMLU-Redux subject files (one CSV per MMLU subject) as one ``choice`` benchmark.
+"""MMLU-Redux subject CSVs (the paper's outputs or the published dataset's layout) as one benchmark.
 
-Each row is a question with four options, the original MMLU label, every model's answer and
-the experts' verdict on the label (``error_type``).
+Each row: a question, four options, the original label, models' answers and the experts' verdict.
 """
 
 from __future__ import annotations
@@ -25,9 +24,21 @@ __all__ = ["DEFECT_LABEL", "ERRATA_LABEL", "import_mmlu_redux", "mmlu_redux_file
 ERRATA_LABEL = "errata"
 DEFECT_LABEL = "defect"
 OK = "ok"
+# The original label's column: the paper's outputs, else the published dataset's name for it.
+_LABEL_COLUMNS = ("groundtruth_answer", "answer")
 # Columns with a meaning of their own; every other column except the paper's aggregates is a
-# model's answers.
-_KNOWN = ("question", "choices", "groundtruth_answer", "error_type", "binary_error_type")
+# model's answers. The dataset's source, correct_answer and potential_reason explain an
+# annotation and are not imported.
+_KNOWN = (
+    "question",
+    "choices",
+    *_LABEL_COLUMNS,
+    "error_type",
+    "binary_error_type",
+    "source",
+    "correct_answer",
+    "potential_reason",
+)
 _AGGREGATE = re.compile(
     r"^(majority_llm_pred|gt_majority_agreement|gt_ratio_agreement|entropy)_top_\d+$"
 )
@@ -59,10 +70,14 @@ def _defect(labels: dict[str, str]) -> dict[str, str]:
     return {} if errata is None else {DEFECT_LABEL: "0" if errata == OK else "1"}
 
 
-def _model_columns(path: Path) -> list[str]:
-    with open_table(path, required=_KNOWN[:3]) as table:
+def _columns(path: Path) -> tuple[str, list[str]]:
+    """The file's label column and its model columns."""
+    with open_table(path, required=("question", "choices")) as table:
         columns = table.columns or []
-    return [c for c in columns if c not in _KNOWN and not _AGGREGATE.match(c)]
+    label = next((c for c in _LABEL_COLUMNS if c in columns), None)
+    if label is None:
+        raise InvalidInput("missing column", file=str(path), line=1, field=_LABEL_COLUMNS[0])
+    return label, [c for c in columns if c not in _KNOWN and not _AGGREGATE.match(c)]
 
 
 def import_mmlu_redux(
@@ -76,11 +91,12 @@ def import_mmlu_redux(
 
     Per row: external id ``<subject>:<data row number>``, group and slice ``subject`` (the
     file stem), payload ``{question, options, subject}`` with ``choices`` parsed as a literal
-    list (never evaluated); label sets ``reference`` (``groundtruth_answer`` 0-3 as A-D; empty
-    stays unlabelled), ``errata`` (``error_type`` as written) and ``defect`` (1 when
-    ``error_type`` is not ``ok``, else 0); every model column becomes a detector (kind
-    ``model``) whose answers are predictions. The paper's aggregate columns (majority
-    predictions, agreement ratios, entropies) are derived data and are not imported.
+    list (never evaluated); label sets ``reference`` (``groundtruth_answer``, or ``answer`` in
+    the published dataset's layout, 0-3 as A-D; empty stays unlabelled), ``errata``
+    (``error_type`` as written) and ``defect`` (1 when ``error_type`` is not ``ok``, else 0);
+    every model column becomes a detector (kind ``model``) whose answers are predictions. The
+    paper's aggregate columns (majority predictions, agreement ratios, entropies) are derived
+    data and are not imported.
 
     Parameters
     ----------
@@ -109,13 +125,13 @@ def import_mmlu_redux(
     """
     total = ImportSummary()
     for path in mmlu_redux_files(paths):
-        models = _model_columns(path)
+        label, models = _columns(path)
         subject = path.stem
         spec = TableSpec(
             kind=BenchmarkKind.choice,
             mapping={"question": "question"},
             options="choices",
-            labels={"reference": "groundtruth_answer", ERRATA_LABEL: "error_type"},
+            labels={"reference": label, ERRATA_LABEL: "error_type"},
             answers={model: model for model in models},
             constants={"subject": subject},
             fixed_group=subject,

@@ -6,7 +6,9 @@ import hashlib
 import itertools
 import os
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -91,7 +93,7 @@ def import_mtbench(
     known = available_models(answers_dir)
     chosen = list(models) if models else known[:2]
     _check_models(chosen, known, os.fspath(answers_dir))
-    answers = {m: _read_answers(Path(answers_dir) / f"{m}.jsonl") for m in chosen}
+    answers = {m: read_answers(Path(answers_dir) / f"{m}.jsonl") for m in chosen}
     target = ensure_benchmark(session, benchmark, BenchmarkKind.pairwise, **NOTES)
     summary = ImportSummary()
     with open_table(questions_path, required=("question_id", "category", "turns")) as table:
@@ -117,22 +119,22 @@ def _check_models(chosen: list[str], known: list[str], where: str) -> None:
             raise InvalidInput(f"no answer file {model}.jsonl", file=where, field="models")
 
 
-def _first_turn(row: Row, field: str) -> str:
-    """``row[field][0]`` (or ``row["choices"][0]["turns"][0]``) as a string."""
+def _turns(row: Row, field: str) -> list[str]:
+    """``row[field]`` (or ``row["choices"][0]["turns"]``): a non-empty list of strings."""
     value = row.require(field)
     path = field
     if field == "choices":
         if not isinstance(value, list) or not value or not isinstance(value[0], dict):
             raise row.error("choices", "expected a non-empty list of objects")
         value, path = value[0].get("turns"), "choices[0].turns"
-    if not isinstance(value, list) or not value or not isinstance(value[0], str):
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
         raise row.error(path, "expected a non-empty list of strings")
-    return value[0]
+    return value
 
 
-def _read_answers(path: Path) -> dict[str, str]:
-    """``{question id: first-turn answer}`` of one model's answer file."""
-    out: dict[str, str] = {}
+def read_answers(path: str | os.PathLike[str]) -> dict[str, list[str]]:
+    """``{question id: every turn's answer}`` of one model's answer file (``<model>.jsonl``)."""
+    out: dict[str, list[str]] = {}
     first_line: dict[str, int] = {}
     with open_table(path, required=("question_id", "choices"), fmt="jsonl") as table:
         for row in table:
@@ -141,31 +143,96 @@ def _read_answers(path: Path) -> dict[str, str]:
                 raise row.error(
                     "question_id", f"duplicate id {qid!r} (also on line {first_line[qid]})"
                 )
-            out[qid] = _first_turn(row, "choices")
+            out[qid] = _turns(row, "choices")
             first_line[qid] = row.line
     return out
+
+
+@dataclass(frozen=True)
+class Question:
+    """One MT-Bench question: its id, category and the user's turns."""
+
+    id: str
+    category: str
+    turns: list[str]
+
+    @classmethod
+    def of(cls, row: Row) -> Question:
+        """The question of a ``question.jsonl`` row."""
+        return cls(
+            row.convert("question_id", identifier), row.text("category"), _turns(row, "turns")
+        )
+
+
+def read_questions(path: str | os.PathLike[str]) -> dict[str, Question]:
+    """Every question of ``question.jsonl`` by id (80 for MT-Bench: held in memory)."""
+    out: dict[str, Question] = {}
+    with open_table(path, required=("question_id", "category", "turns"), fmt="jsonl") as table:
+        for row in table:
+            question = Question.of(row)
+            if question.id in out:
+                raise row.error("question_id", f"duplicate id {question.id!r}")
+            out[question.id] = question
+    return out
+
+
+def pair_id(question_id: str, model_a: str, model_b: str, turn: int = 1) -> str:
+    """The external id of the pair (A = ``model_a``) on one turn of a question.
+
+    Turn 1 is ``<qid>:<model A>|<model B>`` (the id of the answers importer); turn 2, an item
+    of its own, adds ``:turn2``.
+    """
+    base = f"{question_id}:{model_a}|{model_b}"
+    return base if turn == 1 else f"{base}:turn{turn}"
+
+
+def pair_payload(
+    prompts: Sequence[str],
+    answers_a: Sequence[str],
+    answers_b: Sequence[str],
+    model_a: str,
+    model_b: str,
+    turn: int = 1,
+    category: str | None = None,
+) -> dict[str, Any]:
+    """The payload of a pair on ``turn`` (1 or 2) from the user's turns and both models' answers.
+
+    Turn 1: ``{prompt, response_a, response_b, category, model_a, model_b}`` (no category when
+    it is unknown). Turn 2 answers the second user turn in the context of the first: the same
+    fields for turn 2 plus ``turn`` and the turn-1 exchange as ``turn1_prompt``,
+    ``turn1_response_a`` and ``turn1_response_b``.
+    """
+    k = turn - 1
+    payload: dict[str, Any] = {
+        "prompt": prompts[k],
+        "response_a": answers_a[k],
+        "response_b": answers_b[k],
+        **({"category": category} if category is not None else {}),
+        "model_a": model_a,
+        "model_b": model_b,
+    }
+    if turn > 1:
+        payload["turn"] = turn
+        payload["turn1_prompt"] = prompts[0]
+        payload["turn1_response_a"] = answers_a[0]
+        payload["turn1_response_b"] = answers_b[0]
+    return payload
 
 
 def _pairs(
     rows: Iterable[Row],
     models: list[str],
-    answers: dict[str, dict[str, str]],
+    answers: dict[str, dict[str, list[str]]],
     summary: ImportSummary,
 ) -> Iterator[Record]:
     for row in rows:
-        qid = row.convert("question_id", identifier)
-        prompt = _first_turn(row, "turns")
-        category = row.text("category")
+        question = Question.of(row)
+        qid = question.id
         for a, b in itertools.combinations(models, 2):
             if qid not in answers[a] or qid not in answers[b]:
                 summary.ignored += 1
                 continue
-            payload = {
-                "prompt": prompt,
-                "response_a": answers[a][qid],
-                "response_b": answers[b][qid],
-                "category": category,
-                "model_a": a,
-                "model_b": b,
-            }
-            yield Record(row.line, f"{qid}:{a}|{b}", qid, payload)
+            payload = pair_payload(
+                question.turns, answers[a][qid], answers[b][qid], a, b, category=question.category
+            )
+            yield Record(row.line, pair_id(qid, a, b), qid, payload)

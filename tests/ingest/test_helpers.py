@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.tables import Base, Instance, LabelEvent
-from tests.conftest import DATA
+from tests.conftest import DATA, REPO
 
 JUDGEBENCH = DATA / "judgebench"
 PAIRS = sorted(JUDGEBENCH.glob("dataset=judgebench,response_model=*.jsonl"))
@@ -20,6 +21,14 @@ OUTPUTS = sorted((JUDGEBENCH / "outputs").glob("*.jsonl"))
 O1_MINI = next(p for p in OUTPUTS if "judge_model=o1-mini-2024-09-12" in p.name)
 REWARD_OUTPUTS = [p for p in OUTPUTS if "judge_name=reward_model" in p.name]
 O1_MINI_JUDGE = "arena_hard/o1-mini-2024-09-12"
+
+# Small excerpts of real evaluation outputs (Apache-2.0, see each SOURCE.md) and a hand-written
+# AlpacaEval file: always there. The full files of ../shared/data/formats are read when present
+# (a clone of the project alone does not have them; AlpacaEval's are CC BY-NC and stay there).
+FORMATS = Path(__file__).resolve().parent / "formats"
+SHARED_FORMATS = Path(
+    os.environ.get("APPELLATE_SHARED_FORMATS", REPO.parent / "shared" / "data" / "formats")
+)
 
 
 def table_counts(factory: sessionmaker[Session]) -> dict[str, int]:
