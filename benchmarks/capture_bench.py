@@ -11,6 +11,8 @@ interleaved, round after round, and medians are reported; the per-round ratio to
 paired, which keeps it meaningful on a busy machine. torch's thread count is the worker's
 (``workers.engines.capture.set_torch_threads``): ``--threads`` compares counts.
 
+Reference: ``limit``, in the same rounds on the same batches.
+
     python benchmarks/capture_bench.py [--n-items 64] [--batch-size 8] [--device cpu]
                                        [--dtype float32|bf16] [--repeats 3] [--model-dir DIR]
 """
@@ -407,6 +409,10 @@ def _report(
     n_tokens = sum(len(t) for t in transcripts)
     items_in_peak = min(args.batch_size, len(transcripts))
     report: dict[str, Any] = {
+        "reference": (
+            "limit: the truncated forward, nothing kept (no capture can be "
+            "cheaper); naive, TransformerLens and nnsight beside it"
+        ),
         "model": Path(loaded.info.path).name,  # the converted SmolLM2 unless --model-dir
         "model_layers": loaded.info.n_layers,
         "device": str(loaded.model.device),

@@ -1,22 +1,29 @@
-"""Disagreement lists in process: ranked per request (as before) against the kept ranked list.
+"""Disagreement pages in process: ranked per request (as before) against the kept ranked list.
 
 For each database (``--databases``): a fresh store, N pairwise instances (``--size``; three
-detectors, ``seeding.py``) imported with ``import_table``; then, for each mode (``--modes``)
-and in interleaved rounds (``--rounds``; the order rotates each round), one page of
-``--limit`` rows with its previews computed four ways:
+detectors, ``seeding.py``) imported with ``import_table``; then, for each mode (``--modes``),
+the list the disagreements page asks for (its default length, ``DEFAULT_LIMIT`` listed items)
+and two of its pages as a user pages through it: page 1 and a later page (``--page``; default
+the last full page), each of ``PAGE_ROWS`` rows (``app/web/disagreement_pages.py``: the rows the
+HTML page shows), with their previews. Each page is computed four ways in interleaved rounds
+(``--rounds``; the order rotates each round):
 
 - ``direct``: what every request did before lists were kept: the mode finds and ranks every
-  item, the page is sliced and its previews read (:func:`rank_directly`, ``with_previews``);
+  item, the page's rows are sliced and their previews read (:func:`rank_directly`,
+  ``with_previews``);
 - ``cold``: the kept path with nothing kept: ranked, stored, the page built;
 - ``from_store``: this process's cache cleared (another process, or a restart): the list read
   from ``disagreement_results``;
 - ``warm``: the list in this process's cache: only the page's rows are built and previewed.
 
-Every way must return the same page. Per mode and way: median wall and CPU milliseconds;
-per mode: the list's length and its stored size. Prints one JSON object::
+Reference: ``direct``, on the same page of the same list in the same rounds. Every way must
+return the same page, of ``PAGE_ROWS`` rows. Per mode, page and way: median wall and client CPU
+milliseconds, and on PostgreSQL the database server's CPU (its backends' CPU read from
+``/proc`` before and after each run, ``db_cpu.py``; SQLite's is the client's, ``null``); per
+mode: the list's length and its stored size. Prints one JSON object::
 
     python benchmarks/disagreements_bench.py [--size 100000] [--databases sqlite,postgresql]
-        [--modes threshold,consensus,margin] [--rounds 5] [--limit 1000]
+        [--modes threshold,consensus,margin] [--rounds 5] [--page N]
 """
 
 from __future__ import annotations
@@ -50,7 +57,9 @@ from app.services.disagreements.modes.previews import with_previews  # noqa: E40
 from app.services.evidence.benchmarks import get_benchmark  # noqa: E402
 from app.store import Store  # noqa: E402
 from app.tables import DisagreementResult  # noqa: E402
-from benchmarks.rounds import run_rounds  # noqa: E402
+from app.web.disagreement_pages import DEFAULT_LIMIT, PAGE_ROWS  # noqa: E402
+from benchmarks.db_cpu import DatabaseCpu  # noqa: E402
+from benchmarks.rounds import run_metered_rounds  # noqa: E402
 from benchmarks.seeding import (  # noqa: E402
     BENCHMARK,
     DETECTORS,
@@ -72,65 +81,92 @@ QUERIES = {
 }
 
 Page = list[tuple[Disagreement, str]]
+WAYS = ("direct", "cold", "from_store", "warm")
 
 
 def _page(items: list[Disagreement]) -> Page:
     return [(d, d.preview) for d in items]
 
 
-def measure_mode(store: Store, mode: str, rounds: int, limit: int) -> dict[str, Any]:
-    """The four ways of one mode's page, interleaved; their medians and the list's size."""
-    query = QUERIES[mode].with_limit(limit)
+def measure_mode(
+    store: Store, meter: DatabaseCpu, mode: str, rounds: int, later: int | None
+) -> dict[str, Any]:
+    """Page 1 and page ``later`` of one mode's list, four ways each, interleaved; see above."""
+    query = QUERIES[mode].with_limit(DEFAULT_LIMIT)
     spec = get_mode(query.mode)
     names = list(query.detectors)
     request = ListRequest.of(spec, names, LABEL, None, spec.settle(names, query.values))
 
-    def direct() -> tuple[Page, int]:
-        with transaction(store.factory) as session:
-            bench = get_benchmark(session, BENCHMARK)
-            found, _ = rank_directly(session, bench, request)
-            return _page(with_previews(session, bench, found[:limit])), len(found)
+    def ways(start: int, stop: int) -> dict[str, Callable[[], tuple[Page, int]]]:
+        def direct() -> tuple[Page, int]:
+            with transaction(store.factory) as session:
+                bench = get_benchmark(session, BENCHMARK)
+                found, _ = rank_directly(session, bench, request)
+                rows = found[:DEFAULT_LIMIT][start:stop]
+                return _page(with_previews(session, bench, rows)), len(found)
 
-    def kept() -> tuple[Page, int]:
-        with transaction(store.factory) as session:
-            result = find_disagreements(session, BENCHMARK, query)
-            return _page(result.items), result.total
+        def kept() -> tuple[Page, int]:
+            with transaction(store.factory) as session:
+                result = find_disagreements(session, BENCHMARK, query, page=(start, stop))
+                return _page(result.items), result.total
 
-    def cold() -> tuple[Page, int]:
-        DISAGREEMENT_CACHE.clear()
-        with transaction(store.factory) as session:
-            session.execute(delete(DisagreementResult))
-        return kept()
+        def cold() -> tuple[Page, int]:
+            DISAGREEMENT_CACHE.clear()
+            with transaction(store.factory) as session:
+                session.execute(delete(DisagreementResult))
+            return kept()
 
-    def from_store() -> tuple[Page, int]:
-        DISAGREEMENT_CACHE.clear()
-        return kept()
+        def from_store() -> tuple[Page, int]:
+            DISAGREEMENT_CACHE.clear()
+            return kept()
 
-    methods: dict[str, Callable[[], tuple[Page, int]]] = {
-        "direct": direct,
-        "cold": cold,
-        "from_store": from_store,
-        "warm": kept,
-    }
-    kept()  # so that the first "warm" and "from_store" runs have a list to read
-    wall, cpu, outputs = run_rounds(methods, rounds)
-    if any(out != outputs["direct"] for out in outputs.values()):
-        raise AssertionError(f"{mode}: the kept list's page differs from the direct one")
+        return {"direct": direct, "cold": cold, "from_store": from_store, "warm": kept}
+
+    # Also so that the first "warm" and "from_store" runs have a list to read.
+    _, total = ways(0, PAGE_ROWS)["warm"]()
+    listed = min(DEFAULT_LIMIT, total)
+    last_full = listed // PAGE_ROWS
+    later = last_full if later is None else later
+    if not 2 <= later <= last_full:
+        raise ValueError(
+            f"{mode}: {listed} listed items make {last_full} full pages of {PAGE_ROWS} rows; "
+            f"page {later} is not a later full one (a larger --size lists more)"
+        )
+    pages: dict[str, Any] = {}
+    for number in (1, later):
+        start = (number - 1) * PAGE_ROWS
+        methods = ways(start, start + PAGE_ROWS)
+        wall, cpu, database, outputs = run_metered_rounds(methods, rounds, meter.seconds)
+        if any(out != outputs["direct"] for out in outputs.values()):
+            raise AssertionError(f"{mode} page {number}: the kept list's page differs")
+        pages[str(number)] = {
+            "rows": len(outputs["direct"][0]),
+            **{
+                name: {
+                    "wall_ms": _ms(wall[name]),
+                    "cpu_ms": _ms(cpu[name]),
+                    "database_cpu_ms": _ms(database[name]),
+                }
+                for name in methods
+            },
+        }
     with store.factory() as session:
         stored = session.scalar(
             select(func.length(DisagreementResult.payload)).where(DisagreementResult.mode == mode)
         )
     return {
-        "total": outputs["direct"][1],
+        "total": total,
+        "listed": listed,
         "stored_kb": round((stored or 0) / 1024, 1),
-        **{
-            name: {
-                "wall_ms": round(1000 * statistics.median(wall[name]), 1),
-                "cpu_ms": round(1000 * statistics.median(cpu[name]), 1),
-            }
-            for name in methods
-        },
+        "pages": pages,
     }
+
+
+def _ms(seconds: list[float] | list[float | None]) -> float | None:
+    """The median in milliseconds; ``None`` where a reading is (the database's, on SQLite)."""
+    if any(s is None for s in seconds):
+        return None
+    return round(1000 * statistics.median(s for s in seconds if s is not None), 1)
 
 
 def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
@@ -143,13 +179,15 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             imported = import_pairwise(settings, csv_path)
             store = Store.open(settings)
             try:
-                results[dialect] = {
-                    "import": imported,
-                    "modes": {
-                        m: measure_mode(store, m, args.rounds, args.limit)
-                        for m in args.modes.split(",")
-                    },
-                }
+                with DatabaseCpu(settings.resolved_database_url) as meter:
+                    results[dialect] = {
+                        "import": imported,
+                        "database_cpu_basis": meter.basis,
+                        "modes": {
+                            m: measure_mode(store, meter, m, args.rounds, args.page)
+                            for m in args.modes.split(",")
+                        },
+                    }
             finally:
                 DISAGREEMENT_CACHE.clear()
                 store.close()
@@ -164,12 +202,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--databases", default="sqlite,postgresql", help="sqlite,postgresql")
     parser.add_argument("--modes", default="threshold,consensus,margin", help=", ".join(QUERIES))
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
-    parser.add_argument("--limit", type=int, default=1000, help="rows on the page")
+    parser.add_argument(
+        "--page", type=int, default=None, help="the later page timed (default: the last full one)"
+    )
     parser.add_argument("--text-chars", type=int, default=1500, help="characters per text")
     args = parser.parse_args(argv)
     report: dict[str, Any] = {
         "size": args.size,
-        "limit": args.limit,
+        "listed_items_per_list": DEFAULT_LIMIT,
+        "page_rows": PAGE_ROWS,
+        "reference": "direct: every item found and ranked per request, the page sliced",
         "rounds": args.rounds,
         "load_average_at_start": load_average(),
     }

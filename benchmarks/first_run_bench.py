@@ -5,7 +5,7 @@ cache decides how long that takes: warm it with one earlier run), then starts
 ``appellate demo`` on a free port with its own data folder and timestamps each line it
 prints. Each line ends a phase (the import of a file, the rankers, the demo model, ...), so a
 phase lasts from the previous line to its own; the last phase ends with the first HTTP 200
-from ``/login``. Prints JSON.
+from ``/login``. Prints JSON. Reference: none; a timeline, nothing compared.
 
     .venv/bin/python benchmarks/first_run_bench.py [--tree PATH] [--keep]
 
@@ -140,7 +140,10 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="appellate-first-run-"))
-    out: dict[str, object] = {"cpus": len(os.sched_getaffinity(0))}
+    out: dict[str, object] = {
+        "reference": "none: a timeline of phases",
+        "cpus": len(os.sched_getaffinity(0)),
+    }
     try:
         if args.tree is None:
             tree = work / "clone"

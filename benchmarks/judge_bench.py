@@ -9,6 +9,8 @@ afterwards). Rows always generate ``--max-new-tokens`` tokens (no early stop), s
 does identical decoding work. Forced-choice judging is timed with and without capture too.
 Methods run interleaved, round after round; ratios are paired per round and reported as medians.
 
+Reference: ``no_capture`` and ``replay``, in the same rounds on the same batches.
+
     python benchmarks/judge_bench.py [--pairs 8] [--batch-size 4] [--max-new-tokens 32]
                                      [--device cpu] [--dtype float32|bf16] [--rounds 3]
 """
@@ -162,6 +164,10 @@ def main() -> None:
     basis = cpu if on_cpu else wall
     generated = sum(len(g) for g in outputs["no_capture"])
     report: dict[str, Any] = {
+        "reference": (
+            "no_capture (generation only) and replay (generation, then a "
+            "teacher-forced forward), same prompts and batches"
+        ),
         "model": Path(loaded.info.path).name,  # the converted SmolLM2 unless --model-dir
         "model_layers": loaded.info.n_layers,
         "device": str(loaded.model.device),

@@ -10,6 +10,17 @@ to all resamples against the full vectorised run is reported beside it as an ext
 (``speedup_extrapolated``). Both paths draw the same resamples, so the benchmark also checks
 that their replicates agree.
 
+Reference: the naive scikit-learn loop (``naive_loop``), on the same rows and resamples.
+
+Every round has its own seed (``--seed`` + 1 + round), the same for every method in that round,
+so every method draws its resamples afresh each round: the engine keeps drawn resamples per
+(seed, resamples, groups) for the detectors of one request (``app.stats.bootstrap``), which a
+repeated seed would reuse from the second round on while the naive loop draws again. The
+report counts the resamples each method drew in each round (the engine's draws counted where
+it draws them, ``DrawCounter``); the naive loop and ``vectorised_same_resamples`` must draw
+the same number. An untimed call of each method (two resamples on ``--seed``) first loads what
+is loaded once per process (the compiled kernels).
+
     python benchmarks/metrics_bench.py [--n 100000] [--groups 25000] [--resamples 2000]
         [--naive-resamples 50] [--rounds 3]
 """
@@ -21,6 +32,8 @@ import json
 import os
 import statistics
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from app.stats import bootstrap  # noqa: E402
 from app.stats.bootstrap import group_bootstrap  # noqa: E402
 from benchmarks.rounds import run_rounds  # noqa: E402
 
@@ -92,6 +106,25 @@ def vectorised(
     return intervals, replicates
 
 
+class DrawCounter:
+    """Counts the resamples the engine draws, installed in place of ``bootstrap._draw``.
+
+    ``_draw`` is where the engine draws every resample it does not reuse (the kept draws and
+    the chunked path both call it); the counter forwards each call and adds its resamples.
+    """
+
+    def __init__(self) -> None:
+        self.drawn = 0
+        self._draw = bootstrap._draw
+        self._lock = threading.Lock()  # chunks draw in worker threads
+
+    def __call__(self, seeds: Any, strata: Any, out: Any = None) -> Any:
+        """``bootstrap._draw(seeds, strata, out)``, counting ``len(seeds)`` resamples."""
+        with self._lock:
+            self.drawn += len(seeds)
+        return self._draw(seeds, strata, out)
+
+
 def _paired(series: dict[str, list[float]], slow: str, fast: str) -> float:
     """Median over rounds of ``slow``'s time over ``fast``'s time in the same round."""
     pairs = zip(series[slow], series[fast], strict=True)
@@ -120,16 +153,46 @@ def main() -> None:
     y, p, groups = make_data(args.n, args.groups, args.seed, args.decimals)
     load_before = os.getloadavg()[0]
     naive_b = min(args.naive_resamples, args.resamples)
-    wall, cpu, outputs = run_rounds(
-        {
-            "vectorised": lambda: vectorised(y, p, groups, args.resamples, args.seed, args.threads),
-            "vectorised_same_resamples": lambda: vectorised(
-                y, p, groups, naive_b, args.seed, args.threads
-            ),
-            "naive": lambda: naive_loop(y, p, groups, naive_b, args.seed),
-        },
-        max(1, args.rounds),
-    )
+    rounds = max(1, args.rounds)
+    round_seeds = [args.seed + 1 + r for r in range(rounds)]
+    counter = DrawCounter()
+    bootstrap._draw = counter  # type: ignore[assignment]
+
+    def engine(b: int) -> Callable[[int], tuple[Any, int]]:
+        def run(seed: int) -> tuple[Any, int]:
+            before = counter.drawn
+            return vectorised(y, p, groups, b, seed, args.threads), counter.drawn - before
+
+        return run
+
+    def naive(seed: int) -> tuple[Any, int]:
+        values = naive_loop(y, p, groups, naive_b, seed)
+        return values, values.shape[1]  # one generator drawn per resample
+
+    bodies = {
+        "vectorised": engine(args.resamples),
+        "vectorised_same_resamples": engine(naive_b),
+        "naive": naive,
+    }
+    # Untimed, on a seed no round uses: loads the compiled kernels (a first call's cost).
+    vectorised(y, p, groups, 2, args.seed, args.threads)
+    naive_loop(y, p, groups, 2, args.seed)
+    # run_rounds calls each method once per round: each takes the next round's seed.
+    seeds_left = {name: iter(round_seeds) for name in bodies}
+    seeds_used: dict[str, list[int]] = {name: [] for name in bodies}
+    drawn: dict[str, list[int]] = {name: [] for name in bodies}
+
+    def timed(name: str) -> Callable[[], Any]:
+        def run() -> Any:
+            seed = next(seeds_left[name])
+            out, count = bodies[name](seed)
+            seeds_used[name].append(seed)
+            drawn[name].append(count)
+            return out
+
+        return run
+
+    wall, cpu, outputs = run_rounds({name: timed(name) for name in bodies}, rounds)
     intervals, replicates = outputs["vectorised"]
     agreement = float(np.nanmax(np.abs(outputs["naive"] - replicates[:, :naive_b])))
     full = statistics.median(wall["vectorised"])
@@ -148,7 +211,11 @@ def main() -> None:
         "distinct_scores": int(np.unique(p).size),
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "threads": args.threads,
-        "rounds": max(1, args.rounds),
+        "rounds": rounds,
+        "reference": f"naive scikit-learn loop on the same {naive_b} resamples of the same rows",
+        "round_seeds": round_seeds,
+        "seeds_by_method": seeds_used,
+        "resamples_drawn_per_round": drawn,
         "load_average_before": round(load_before, 2),
         "load_average_after": round(os.getloadavg()[0], 2),
         "vectorised": {

@@ -6,6 +6,9 @@ cookie, as a browser) and drives it with concurrent httpx clients. Every measure
 be 200 (a 303 to the sign-in form is an error, not a fast page). Prints JSON: p50/p95 per page
 type and server CPU per request, plus the uncached service cost of each filter::
 
+Reference: none; the figures are absolute latencies per (workers, clients) setting and
+database, against no other method.
+
     python benchmarks/pages_bench.py [--instances 100000] [--requests 400] [--concurrency 1,8]
         [--workers 1,2] [--databases sqlite,postgresql]
 """
@@ -425,6 +428,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     report: dict[str, Any] = {
+        "reference": (
+            "none: absolute latencies per (workers, clients) setting and database, "
+            "no method compared"
+        ),
         "instances": args.instances,
         "requests_per_page_type": args.requests,
         "concurrency": _ints(args.concurrency),

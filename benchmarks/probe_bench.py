@@ -10,6 +10,8 @@ keeps it meaningful on a busy machine. Both must select the same (layer, lambda)
 fold and give the same out-of-fold predictions to 1e-6. Wall time and process CPU time (all
 threads, and any child processes) are reported for both, with the load average around the runs.
 
+Reference: ``reference_nested_cv``, on the same data in the same rounds.
+
     python benchmarks/probe_bench.py [--n 534] [--d 2048] [--layers 4] [--seed 0] [--repeats 3]
 """
 

@@ -9,10 +9,15 @@ a subprocess and signed in through ``/login``. Then, in this order:
   after start-up (the issue's measure), then ``first_sorted_request``: the first page sorted by
   a score (a benchmark of at least ``table_order.KEEP_ORDER_FROM`` instances reads the whole
   order once here; the warm table pages below are slices of it);
-- ``metrics_cold``: the metrics page, its first request, and ``metrics_cold_until_ready``: wall
-  and server CPU time until the page shows numbers (above ``APPELLATE_METRICS_INLINE_ITEMS``
-  labelled items a ``compute_metrics`` job computes them, run by the job worker started beside
-  the server unless ``--no-job-worker``);
+- ``metrics_cold``: the metrics page from its first request until a response shows the real
+  figures (a metric-matrix row for every detector, no "Computing…" notice), timed the same way
+  at every size: up to ``APPELLATE_METRICS_INLINE_ITEMS`` labelled items the first response
+  has them (computed in the request), above it the first request queues a ``compute_metrics``
+  job, run by the job worker started beside the server (``--no-job-worker`` leaves it to
+  another one), and the page is polled (every 10% of the time elapsed so far, 0.1 to 2 s)
+  until it shows them. Wall time, server CPU (web process and job worker, the polls
+  included) and database CPU cover that whole span; ``metrics_cold_detail`` says which way it
+  was computed, the polls, the first response's own time and the matrix rows served;
 - ``disagreements_cold``: the first disagreements request (it ranks the list and stores it);
 - interleaved rounds (``--requests`` of them; the page order rotates each round) of the warm
   pages: ``table_first`` and ``table_deep`` (sorted by a detector's score, descending; deep:
@@ -23,10 +28,16 @@ Then the server is stopped and started again on the same store (``after_restart`
 table request, sorted table request, metrics page and disagreements page of the new process.
 
 Per page: p50/p95 wall time, server CPU per request (utime + stime of the server processes from
-``/proc``, read before and after each request: the load of the machine barely moves it) and the
-median response size; server RSS after start-up, after the cold requests and at the end, and
-its high-water mark. Between consecutive sizes, the growth exponent of each page's p50 wall time
-and CPU per request: log(ratio of the values) / log(ratio of N) (1 = linear in N, 0 = flat).
+``/proc``, read before and after each request: the load of the machine barely moves it), on
+PostgreSQL the database server's CPU per request (the database's backends, from ``/proc``
+through their ``pg_stat_activity`` pids, read before and after each request and every 50 ms
+by a thread, ``db_cpu.py``; SQLite runs in the server process, so its CPU is in the server's
+and the figure is ``null``) and the median response size; server RSS after start-up, after the
+cold requests and at the end, and its high-water mark.
+
+Reference: each page's cost at the next smaller size, measured the same way. Between
+consecutive sizes, the growth exponent of each page's p50 wall time, server CPU and database
+CPU per request: log(ratio of the values) / log(ratio of N) (1 = linear in N, 0 = flat).
 Every measured response must be 200. Prints one JSON object::
 
     python benchmarks/scale_bench.py [--sizes 10000,100000,1000000]
@@ -46,6 +57,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +69,7 @@ if str(ROOT) not in sys.path:
 
 from app.settings import Settings  # noqa: E402
 from app.web.urls import benchmark_url, disagreements_url, instance_url, metrics_url  # noqa: E402
+from benchmarks.db_cpu import DatabaseCpu  # noqa: E402
 from benchmarks.seeding import (  # noqa: E402
     BENCHMARK,
     DETECTORS,
@@ -110,86 +123,156 @@ def page_url(page: str, n: int, queue_id: int, rng: random.Random, page_size: in
     raise ValueError(page)
 
 
-def timed_get(client: httpx.Client, url: str, pids: list[int]) -> tuple[float, float, int]:
-    """GET ``url`` (must answer 200); (wall s, server CPU s, response bytes)."""
-    cpu = server_cpu_s(pids)
+@dataclass(frozen=True)
+class Meters:
+    """What a request's cost is read from: the server's processes and the database's backends."""
+
+    pids: list[int]
+    database: DatabaseCpu
+
+    def read(self) -> tuple[float, float | None]:
+        """Server CPU seconds so far and the database's (``None`` on SQLite)."""
+        return server_cpu_s(self.pids), self.database.seconds()
+
+
+Sample = tuple[float, float, float | None, int]
+
+
+def _cost(meters: Meters, before: tuple[float, float | None], start: float, size: int) -> Sample:
+    """(wall s, server CPU s, database CPU s or ``None``, bytes) since ``before``/``start``."""
+    wall = time.perf_counter() - start
+    cpu, database = meters.read()
+    spent = None if database is None or before[1] is None else database - before[1]
+    return wall, cpu - before[0], spent, size
+
+
+def timed_get(client: httpx.Client, url: str, meters: Meters) -> Sample:
+    """GET ``url`` (must answer 200); (wall s, server CPU s, database CPU s, response bytes)."""
+    before = meters.read()
     start = time.perf_counter()
     response = get_ok(client, url)
-    wall = time.perf_counter() - start
-    return wall, server_cpu_s(pids) - cpu, len(response.content)
+    return _cost(meters, before, start, len(response.content))
 
 
 PENDING = re.compile(r"<strong>(Computing…|Stale — recomputing)</strong>")
+MATRIX_ROW = re.compile(r'<tr class="all" data-detector="([^"]+)"')
+
+
+def metric_rows(html: str) -> list[str]:
+    """The detectors with a row in the metrics page's matrix; none while it is computing."""
+    return [] if PENDING.search(html) else MATRIX_ROW.findall(html)
+
+
+def poll_for_figures(
+    client: httpx.Client, url: str, response: httpx.Response, start: float, timeout_s: float
+) -> tuple[httpx.Response, int]:
+    """Poll the metrics page until it shows every detector's figures; that response, polls.
+
+    ``response`` is the page's last answer and ``start`` (``perf_counter``) when the wait
+    began. A page computed in the request shows them at once (0 polls); one whose computation
+    runs as a job says "Computing…" (or "Stale — recomputing") until the job has stored the
+    result, which needs a job worker. Polls come every 10% of the time so far (0.1 to 2 s,
+    the page's own htmx poll): the span is known to about 10%, at few requests.
+    """
+    polls = 0
+    while not set(DETECTORS) <= set(metric_rows(response.text)):
+        elapsed = time.perf_counter() - start
+        if elapsed > timeout_s:
+            raise RuntimeError(f"{url}: no figures after {timeout_s:.0f} s")
+        time.sleep(min(2.0, max(0.1, 0.1 * elapsed)))
+        response, polls = get_ok(client, url), polls + 1
+    return response, polls
 
 
 def wait_for_metrics(client: httpx.Client, url: str, timeout_s: float) -> int:
-    """Poll the metrics page until it shows fresh numbers; how many polls it took.
-
-    A page computed in the request is fresh at once (0 polls); one whose computation runs as a
-    job says "Computing…" (or "Stale — recomputing") until the job has stored the result,
-    which needs a job worker (``--job-worker``).
-    """
-    deadline = time.monotonic() + timeout_s
-    polls = 0
-    while PENDING.search(get_ok(client, url).text):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{url}: still computing after {timeout_s:.0f} s")
-        polls += 1
-        time.sleep(1.0)
+    """Request the metrics page until it shows its figures; how many polls that took."""
+    _, polls = poll_for_figures(client, url, get_ok(client, url), time.perf_counter(), timeout_s)
     return polls
 
 
-def summarise(samples: list[tuple[float, float, int]]) -> dict[str, Any]:
-    """Wall percentiles, mean server CPU per request and median response size of ``samples``."""
+def metrics_until_ready(
+    client: httpx.Client, url: str, meters: Meters, timeout_s: float
+) -> tuple[Sample, dict[str, Any]]:
+    """The metrics page from its first request until it shows every detector's figures.
+
+    Returns the cost of the whole span (polls included, :func:`poll_for_figures`) and how it
+    went: computed in the request or by a job, polls, the first response's time, the rows.
+    """
+    web = meters.pids[:1]
+    before, web_before = meters.read(), server_cpu_s(web)
+    start = time.perf_counter()
+    first = get_ok(client, url)
+    first_ms = round(1000 * (time.perf_counter() - start), 1)
+    response, polls = poll_for_figures(client, url, first, start, timeout_s)
+    sample = _cost(meters, before, start, len(response.content))
+    web_cpu = server_cpu_s(web) - web_before
+    detail = {
+        "computed_by": "request" if polls == 0 else "compute_metrics job",
+        "polls": polls,
+        "first_response_ms": first_ms,
+        # The server CPU split: the web process (the request, or the queuing and the polls)
+        # and the job worker (the job).
+        "web_cpu_s": round(web_cpu, 2),
+        "job_worker_cpu_s": round(sample[1] - web_cpu, 2),
+        "metric_rows": metric_rows(response.text),
+    }
+    return sample, detail
+
+
+def summarise(samples: list[Sample]) -> dict[str, Any]:
+    """Wall percentiles, mean server and database CPU per request, median size of ``samples``."""
     walls = [s[0] for s in samples]
+    database = [s[2] for s in samples]
     return {
         **percentiles(walls),
         "server_cpu_ms_per_request": round(1000 * statistics.fmean(s[1] for s in samples), 1),
-        "response_kb": round(statistics.median(s[2] for s in samples) / 1000, 1),
+        "database_cpu_ms_per_request": (
+            None
+            if any(d is None for d in database)
+            else round(1000 * statistics.fmean(d for d in database if d is not None), 1)
+        ),
+        "response_kb": round(statistics.median(s[3] for s in samples) / 1000, 1),
     }
 
 
 def measure(settings: Settings, n: int, queue_id: int, args: argparse.Namespace) -> dict[str, Any]:
     """Serve ``settings``' store, sign in and time every page; see the module docstring."""
     server = serve(settings, job_worker=args.job_worker)
-    pids = server.pids
     rng = random.Random(1)
     out: dict[str, Any] = {}
+    database = DatabaseCpu(settings.resolved_database_url, sample_every_s=0.05)
     try:
-        with httpx.Client(base_url=server.base, timeout=args.timeout) as client:
+        with database, httpx.Client(base_url=server.base, timeout=args.timeout) as client:
+            meters = Meters(server.pids, database)
+            out["database_cpu_basis"] = database.basis
             sign_in(client, "bench-admin")
-            out["rss_mib_after_start"] = server_rss_mib(pids)
+            out["rss_mib_after_start"] = server_rss_mib(server.pids)
             size = settings.page_size
             pages: dict[str, Any] = {}
-            first = timed_get(client, benchmark_url(BENCHMARK), pids)
+            first = timed_get(client, benchmark_url(BENCHMARK), meters)
             pages["first_table_request"] = summarise([first])
-            sorted_first = timed_get(client, page_url("table_first", n, queue_id, rng, size), pids)
-            pages["first_sorted_request"] = summarise([sorted_first])
+            sorted_url = page_url("table_first", n, queue_id, rng, size)
+            pages["first_sorted_request"] = summarise([timed_get(client, sorted_url, meters)])
             url = page_url("metrics_cold", n, queue_id, rng, size)
-            cpu0, start = server_cpu_s(pids), time.perf_counter()
-            cold = timed_get(client, url, pids)
+            cold, out["metrics_cold_detail"] = metrics_until_ready(
+                client, url, meters, args.timeout
+            )
             pages["metrics_cold"] = summarise([cold])
-            # Above APPELLATE_METRICS_INLINE_ITEMS a job computes them: wait for the numbers.
-            out["metrics_cold_until_ready"] = {
-                "polls": wait_for_metrics(client, url, args.timeout),
-                "wall_s": round(time.perf_counter() - start, 2),
-                "server_cpu_s": round(server_cpu_s(pids) - cpu0, 2),
-            }
             # The disagreement list is ranked and stored by its first request: timed apart, so
             # the warm rounds below measure pages served from the kept list.
-            cold_list = timed_get(client, page_url("disagreements", n, queue_id, rng, size), pids)
-            pages["disagreements_cold"] = summarise([cold_list])
-            out["rss_mib_after_cold"] = server_rss_mib(pids)
-            samples: dict[str, list[tuple[float, float, int]]] = {p: [] for p in WARM_PAGES}
+            list_url = page_url("disagreements", n, queue_id, rng, size)
+            pages["disagreements_cold"] = summarise([timed_get(client, list_url, meters)])
+            out["rss_mib_after_cold"] = server_rss_mib(server.pids)
+            samples: dict[str, list[Sample]] = {p: [] for p in WARM_PAGES}
             for r in range(args.requests):
                 k = r % len(WARM_PAGES)
                 for page in WARM_PAGES[k:] + WARM_PAGES[:k]:
                     url = page_url(page, n, queue_id, rng, size)
-                    samples[page].append(timed_get(client, url, pids))
+                    samples[page].append(timed_get(client, url, meters))
             pages.update({page: summarise(s) for page, s in samples.items()})
             out["pages"] = pages
-            out["rss_mib_at_end"] = server_rss_mib(pids)
-            out["peak_rss_mib"] = server_peak_rss_mib(pids)
+            out["rss_mib_at_end"] = server_rss_mib(server.pids)
+            out["peak_rss_mib"] = server_peak_rss_mib(server.pids)
     finally:
         stop(server)
     out["after_restart"] = first_requests_after_restart(settings, n, queue_id, args)
@@ -207,8 +290,10 @@ def first_requests_after_restart(
     """
     server = serve(settings, job_worker=False)
     rng = random.Random(2)
+    database = DatabaseCpu(settings.resolved_database_url, sample_every_s=0.05)
     try:
-        with httpx.Client(base_url=server.base, timeout=args.timeout) as client:
+        with database, httpx.Client(base_url=server.base, timeout=args.timeout) as client:
+            meters = Meters(server.pids, database)
             sign_in(client, "bench-admin")
             size = settings.page_size
             urls = {
@@ -217,9 +302,7 @@ def first_requests_after_restart(
                 "metrics": page_url("metrics_warm", n, queue_id, rng, size),
                 "disagreements": page_url("disagreements", n, queue_id, rng, size),
             }
-            return {
-                page: summarise([timed_get(client, url, server.pids)]) for page, url in urls.items()
-            }
+            return {page: summarise([timed_get(client, url, meters)]) for page, url in urls.items()}
     finally:
         stop(server)
 
@@ -238,14 +321,20 @@ def growth(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, 
                 "server_cpu": _exponent(
                     a["server_cpu_ms_per_request"], b["server_cpu_ms_per_request"], span
                 ),
+                "database_cpu": _exponent(
+                    a["database_cpu_ms_per_request"], b["database_cpu_ms_per_request"], span
+                ),
             }
         out[f"{small}->{big}"] = per_page
     return out
 
 
-def _exponent(a: float, b: float, span: float) -> float | None:
-    # A CPU reading of 0 (below /proc's 10 ms tick) has no logarithm.
-    return round(math.log(b / a) / span, 2) if a > 0 and b > 0 else None
+def _exponent(a: float | None, b: float | None, span: float) -> float | None:
+    # A CPU reading of 0 (below /proc's 10 ms tick) has no logarithm; SQLite has no database
+    # CPU of its own (None).
+    if a is None or b is None or a <= 0 or b <= 0:
+        return None
+    return round(math.log(b / a) / span, 2)
 
 
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -290,6 +379,7 @@ def main() -> None:
         "text_chars": args.text_chars,
         "requests_per_warm_page": args.requests,
         "job_worker": args.job_worker,
+        "reference": "each page at the next smaller size, same measurement (growth_exponents)",
         "cpus": len(os.sched_getaffinity(0)),
         "load_average_at_start": load_average(),
     }

@@ -15,6 +15,8 @@ failure: ``ok`` is false), votes recorded and stale-vote conflicts (409, expecte
 reviewers vote on one item at once), server CPU per request, and the RSS samples with the growth
 over the last half of the run::
 
+Reference: none; the figures are absolute (latencies, errors, RSS growth).
+
     python benchmarks/soak.py [--reviewers 20] [--duration 600] [--items 1000000]
         [--database postgresql] [--think 0.5]
 """
@@ -272,6 +274,7 @@ def main() -> None:
     add_server_options(parser, timeout=600.0)
     args = parser.parse_args()
     report: dict[str, Any] = {
+        "reference": "none: absolute latencies, errors and RSS growth under load",
         "reviewers": args.reviewers,
         "duration_s": args.duration,
         "items": args.items,

@@ -72,9 +72,10 @@ def test_pages_bench_signs_in_and_every_page_answers_200() -> None:
 
 def test_scale_bench_measures_each_page_and_the_growth_between_sizes() -> None:
     databases = ",".join(DIALECTS)
+    # 100 items: the metrics are computed in the request; 200: by a compute_metrics job.
     report = run_bench(
         "scale_bench.py", "--sizes", "100,200", "--databases", databases, "--requests", 2,
-        "--text-chars", 200, env=SMALL_INLINE,
+        "--text-chars", 200, env={"APPELLATE_METRICS_INLINE_ITEMS": "150"},
     )  # fmt: skip
     pages = {
         "first_table_request", "first_sorted_request", "metrics_cold", "disagreements_cold",
@@ -82,8 +83,9 @@ def test_scale_bench_measures_each_page_and_the_growth_between_sizes() -> None:
     }  # fmt: skip
     once = ("first_table_request", "first_sorted_request", "metrics_cold", "disagreements_cold")
     assert report["sizes"] == [100, 200]
+    assert "smaller size" in report["reference"]
     for db in DIALECTS:
-        for n in (100, 200):
+        for n, computed_by in ((100, "request"), (200, "compute_metrics job")):
             entry = report["results"][db][str(n)]
             assert entry["import"]["instances"] == n
             assert entry["import"]["scores"] == 3 * n
@@ -92,6 +94,16 @@ def test_scale_bench_measures_each_page_and_the_growth_between_sizes() -> None:
                 positive_timings(page, 1 if name in once else 2)
                 assert page["response_kb"] > 1  # a page, not a redirect
                 assert page["server_cpu_ms_per_request"] >= 0
+                database = page["database_cpu_ms_per_request"]
+                assert database is None if db == "sqlite" else database >= 0
+            # The cold metrics figure is the real computation at both sizes: the response it
+            # ends with has every detector's row, whichever way it was computed.
+            cold = entry["metrics_cold_detail"]
+            assert cold["metric_rows"] == ["det-1", "det-2", "det-3"]
+            assert cold["computed_by"] == computed_by
+            assert (cold["polls"] == 0) == (computed_by == "request")
+            assert entry["pages"]["metrics_cold"]["p50_ms"] >= cold["first_response_ms"]
+            assert cold["job_worker_cpu_s"] >= 0 and cold["web_cpu_s"] >= 0
             assert 0 < entry["rss_mib_after_start"] <= entry["peak_rss_mib"]
             restarted = entry["after_restart"]
             assert set(restarted) == {
@@ -99,11 +111,9 @@ def test_scale_bench_measures_each_page_and_the_growth_between_sizes() -> None:
             }  # fmt: skip
             for page in restarted.values():
                 positive_timings(page, 1)
-            # Computed by the job worker started beside the server, then shown.
-            assert entry["metrics_cold_until_ready"]["wall_s"] > 0
         growth = report["growth_exponents"][db]["100->200"]
         assert set(growth) == pages
-        assert all(set(g) == {"p50_wall", "server_cpu"} for g in growth.values())
+        assert all(set(g) == {"p50_wall", "server_cpu", "database_cpu"} for g in growth.values())
 
 
 def test_soak_runs_reviewers_without_errors() -> None:
@@ -126,20 +136,30 @@ def test_soak_runs_reviewers_without_errors() -> None:
     assert report["rss_growth_last_half_pct"] is not None
 
 
-def test_import_bench_compares_the_same_sample() -> None:
+def test_import_bench_compares_the_same_sample_with_the_database_cpu() -> None:
     report = run_bench(
         "import_bench.py", "--rows", 300, "--sample-rows", 100, "--rounds", 1,
-        "--databases", "sqlite",
+        "--databases", ",".join(DIALECTS),
     )  # fmt: skip
-    entry = report["databases"]["sqlite"]
-    assert entry["fast"]["rows"] == 300 and entry["fast"]["rows_added"] == 900
-    assert entry["fast_reimport_unchanged"]["rows_added"] == 0
-    same = entry["same_sample"]
-    assert len(same["seconds"]["fast"]) == len(same["seconds"]["naive"]) == 1
-    assert same["speedup_vs_naive"] > 0
+    assert "naive" in report["reference"]
+    for db in DIALECTS:
+        entry = report["databases"][db]
+        assert entry["fast"]["rows"] == 300 and entry["fast"]["rows_added"] == 900
+        assert entry["fast_reimport_unchanged"]["rows_added"] == 0
+        same = entry["same_sample"]
+        assert len(same["seconds"]["fast"]) == len(same["seconds"]["naive"]) == 1
+        assert same["speedup_vs_naive"] > 0 and same["total_cpu_speedup_vs_naive"] > 0
+        for run in (entry["fast"], entry["fast_reimport_unchanged"]):
+            database = run["database_cpu_s"]
+            # SQLite runs in the importing process; PostgreSQL's backends are read apart.
+            assert database is None if db == "sqlite" else database >= 0
+            assert run["total_cpu_s"] == pytest.approx(run["client_cpu_s"] + (database or 0))
+        if db == "postgresql":
+            # The naive import's per-row flushes cost the server something.
+            assert same["database_cpu"]["naive"][0] > 0
 
 
-def test_metrics_bench_agrees_with_the_naive_loop() -> None:
+def test_metrics_bench_agrees_with_the_naive_loop_on_fresh_draws() -> None:
     report = run_bench(
         "metrics_bench.py", "--n", 2000, "--groups", 500, "--resamples", 40,
         "--naive-resamples", 5, "--rounds", 2,
@@ -149,6 +169,35 @@ def test_metrics_bench_agrees_with_the_naive_loop() -> None:
     assert report["vectorised_same_resamples"]["resamples"] == report["naive"]["resamples"] == 5
     assert len(report["vectorised"]["wall_s_runs"]) == 2
     assert set(report["vectorised"]["intervals"]) == {"auroc", "auprc", "brier"}
+    assert "naive" in report["reference"]
+    # A seed per round, the same for every method in it: nothing drawn is reused.
+    seeds = report["round_seeds"]
+    assert len(set(seeds)) == len(seeds) == 2
+    assert all(used == seeds for used in report["seeds_by_method"].values())
+    drawn = report["resamples_drawn_per_round"]
+    assert drawn["naive"] == drawn["vectorised_same_resamples"] == [5, 5]
+    assert drawn["vectorised"] == [40, 40]
+
+
+def test_disagreements_bench_times_pages_of_page_rows() -> None:
+    from app.web.disagreement_pages import PAGE_ROWS
+
+    report = run_bench(
+        "disagreements_bench.py", "--size", 5000, "--databases", ",".join(DIALECTS),
+        "--modes", "threshold", "--rounds", 1, "--text-chars", 100,
+    )  # fmt: skip
+    assert report["page_rows"] == PAGE_ROWS and "direct" in report["reference"]
+    for db in DIALECTS:
+        mode = report["results"][db]["modes"]["threshold"]
+        assert mode["listed"] >= 2 * PAGE_ROWS
+        first, later = mode["pages"]
+        assert first == "1" and int(later) == mode["listed"] // PAGE_ROWS >= 2
+        for page in mode["pages"].values():
+            assert page["rows"] == PAGE_ROWS  # every way returned this same page
+            for way in ("direct", "cold", "from_store", "warm"):
+                assert page[way]["wall_ms"] > 0
+                database = page[way]["database_cpu_ms"]
+                assert database is None if db == "sqlite" else database >= 0
 
 
 def test_ranker_metrics_bench() -> None:
@@ -168,12 +217,19 @@ def test_metrics_job_bench_times_the_cold_computation_against_a_base() -> None:
         "metrics_job_bench.py", "--n", 200, "--databases", databases, "--resamples", 20,
         "--rounds", 2, "--base", "HEAD",
     )  # fmt: skip
+    assert report["reference"].startswith("base revision HEAD")
     assert set(report["results"]) == set(DIALECTS)
-    for result in report["results"].values():
+    for db, result in report["results"].items():
         assert result["import"]["instances"] == 200
         for tree in ("current", "base"):
-            assert len(result[tree]["cpu_s_runs"]) == 2 and result[tree]["cpu_s"] > 0
+            side = result[tree]
+            assert len(side["cpu_s_runs"]) == 2 and side["cpu_s"] > 0
+            database = side["database_cpu_s_runs"]
+            # SQLite's work is the client's own; PostgreSQL's backends are read apart.
+            assert database == [None, None] if db == "sqlite" else min(database) >= 0
+            assert side["total_cpu_s"] >= side["cpu_s"]
         assert result["cpu_ratio_base_over_current"] > 0
+        assert result["total_cpu_ratio_base_over_current"] > 0
         assert result["max_abs_difference_vs_base"] < 1e-9
 
 
@@ -192,10 +248,18 @@ def test_probe_bench_matches_the_reference() -> None:
     assert len(report["ours"]["wall_s_runs"]) == 2
 
 
-def test_cli_startup_bench_same_help() -> None:
-    report = run_bench("cli_startup_bench.py", "--base", "HEAD", "--rounds", 1)
-    assert report["same_help"] is True
+def test_cli_startup_bench_runs_the_entry_points_and_has_the_same_help() -> None:
+    # The default base: before the commands were made lazy, found under either path.
+    report = run_bench("cli_startup_bench.py", "--rounds", 1)
+    assert report["command"] == "appellate --help"
+    assert report["reference"].startswith(f"base revision {report['base']}")
+    assert report["app_cli_imported_from"]["current"] == "app/cli/__init__.py"
+    assert report["app_cli_imported_from"]["base"] == "app/cli.py"  # the flat module then
     assert set(report["median_s"]) == {"base", "current"}
+    # Commands added since the base are reported and left out; the rest is the same help.
+    assert report["same_help"] is True, report
+    assert report["differing_rows"] == {} and report["commands_compared"] >= 10
+    assert report["only_in_current"] and all(report["only_in_current"].values())
 
 
 def test_capture_bench_on_the_tiny_model(tiny_model_dir: Path) -> None:
