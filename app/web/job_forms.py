@@ -8,6 +8,7 @@ The API builds the same class from a JSON body and answers a bad value with a 42
 
 from __future__ import annotations
 
+import types
 import typing
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, fields
@@ -22,6 +23,7 @@ from app.errors import InvalidInput
 from app.services.jobs.kind import JobParams, create, enqueue
 from app.store import Store
 from app.tables import Job
+from app.web.params import DbInt
 from app.web.responses import redirect_after_post
 
 FORM_STATUS = 422
@@ -81,6 +83,26 @@ def submit_job_form(
     return redirect_after_post(request, f"/jobs/{job.id}")
 
 
+def _column_bounded(hint: Any) -> Any:
+    """``hint`` with every ``int`` in it (``int | None``, ``list[int]``) bounded like a column.
+
+    A job's integers are stored and some are compared with 4-byte columns (limits, seeds): a
+    JSON body is bounded like every other integer the API takes, so 3e9 is a 422, not a 500.
+    """
+    if hint is int:
+        return DbInt
+    args = typing.get_args(hint)
+    origin = typing.get_origin(hint)
+    if not args or origin is None or origin is typing.Literal:
+        return hint
+    bounded = tuple(_column_bounded(arg) for arg in args)
+    if origin is typing.Union or origin is types.UnionType:
+        return typing.Union[bounded]  # noqa: UP007 - built from a tuple of members
+    if origin is Annotated:
+        return hint
+    return origin[bounded] if len(bounded) > 1 else origin[bounded[0]]
+
+
 def body_model(
     params_type: type[JobParams], exclude: frozenset[str] = frozenset()
 ) -> type[pydantic.BaseModel]:
@@ -93,6 +115,7 @@ def body_model(
     """
     definitions: dict[str, Any] = {}
     hints = typing.get_type_hints(params_type)
+    hints = {name: _column_bounded(hint) for name, hint in hints.items()}
     for f in fields(params_type):
         if f.name in exclude:
             continue

@@ -31,6 +31,8 @@ DbId = Annotated[int, Ge(1), Le(DB_INT_MAX)]
 """A row id, in a path or a body."""
 DbCount = Annotated[int, Ge(0), Le(DB_INT_MAX)]
 """A non-negative integer that is stored, compared with a column or passed to a job."""
+DbInt = Annotated[int, Ge(-DB_INT_MAX - 1), Le(DB_INT_MAX)]
+"""Any integer an ``INTEGER`` column holds (a job parameter whose sign its class checks)."""
 
 Page = Annotated[int, Query(ge=1, le=10_000_000, description="1-based page number.")]
 """A page number in a query string (of a table or a list shown a page at a time)."""

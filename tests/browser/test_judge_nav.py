@@ -175,7 +175,7 @@ def test_judge_form_from_the_benchmark_page_to_the_job_and_its_output(
     submit_form(page, "judge")
     page.wait_for_url(re.compile(r".*/jobs/\d+$"))
     job_id = int(page.url.rsplit("/", 1)[1])
-    expect(page.locator("#job")).to_contain_text("a sample of 2 (seed 3)")
+    expect(page.locator("#job")).to_contain_text("a sample of 2 pairs (seed 3)")
     with transaction(store.factory) as s:
         job = job_queue.get_job(s, job_id)
         assert (job.kind, job.params["limit"], job.params["seed"]) == ("judge", 2, 3)

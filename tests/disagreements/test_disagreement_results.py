@@ -37,8 +37,7 @@ from app.services.metrics.rankers import compute_rankers, rank_inputs, store_ran
 from app.services.metrics.report import get_detector
 from app.services.review import queues
 from app.tables import DisagreementResult, ReviewQueue, Role
-from tests.benchmarks.test_benchmarks_tiny import run_bench
-from tests.conftest import DATA, DIALECTS
+from tests.conftest import DATA
 from tests.disagreements.test_disagreements_judge import client, loaded
 from tests.ingest.test_helpers import O1_MINI_JUDGE
 
@@ -283,21 +282,3 @@ def test_pages_keep_the_list_for_other_processes(
         assert session.scalar(select(func.count()).select_from(DisagreementResult)) == 1
     assert client.get(api, params=params).json() == want
     assert len(computations) == 1
-
-
-@pytest.mark.slow
-def test_disagreements_bench_pages_equal_at_a_tiny_size() -> None:
-    """``benchmarks/disagreements_bench.py`` runs (it fails if a way's page differs)."""
-    modes = "threshold,cleanlab,consensus,margin"
-    report = run_bench(
-        "disagreements_bench.py", "--size", 400, "--rounds", 2, "--limit", 20,
-        "--text-chars", 200, "--databases", ",".join(DIALECTS), "--modes", modes,
-    )  # fmt: skip
-    for db in DIALECTS:
-        result = report["results"][db]
-        assert result["import"]["instances"] == 400
-        assert set(result["modes"]) == set(modes.split(","))
-        for entry in result["modes"].values():
-            assert entry["total"] > 0 and entry["stored_kb"] > 0
-            for way in ("direct", "cold", "from_store", "warm"):
-                assert entry[way]["wall_ms"] > 0

@@ -93,6 +93,16 @@ def base_types(annotation: Any) -> set[Any]:
     return {annotation}
 
 
+def takes_a_list(annotation: Any) -> bool:
+    """Whether a parameter's value is a list (``list[int] | None`` is)."""
+    origin = typing.get_origin(annotation)
+    if origin in (list, tuple, set):
+        return True
+    if origin in (typing.Annotated, typing.Union, types.UnionType):
+        return any(takes_a_list(a) for a in typing.get_args(annotation))
+    return False
+
+
 def fill_path(path: str, values: dict[str, str], default: str = "1") -> str:
     """``path`` with each ``{param}`` replaced by ``values[param]`` (or ``default``)."""
     return PATH_PARAM.sub(lambda m: values.get(m.group(1), default), path)

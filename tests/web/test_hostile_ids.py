@@ -22,7 +22,13 @@ from app.web.params import DB_INT_MAX
 from tests.ingest.test_helpers import table_counts
 from tests.support.auth_support import api_client
 from tests.support.factories import PAIRWISE, seed_benchmarks
-from tests.support.route_support import Param, base_types, fill_path, route_params
+from tests.support.route_support import (
+    Param,
+    base_types,
+    fill_path,
+    route_params,
+    takes_a_list,
+)
 
 INT_PARAMS = [
     p
@@ -75,7 +81,9 @@ def _send(client: TestClient, param: Param, value: int) -> Any:
         return client.request(param.method, path, params={param.name: value})
     if param.where == "form":
         return client.request(param.method, path, data={param.name: str(value)})
-    return client.request(param.method, path, json={param.name: value})
+    # A list of integers (the layers to capture) gets the value as its one element.
+    body = [value] if takes_a_list(param.annotation) else value
+    return client.request(param.method, path, json={param.name: body})
 
 
 @pytest.mark.parametrize("value", TOO_BIG)

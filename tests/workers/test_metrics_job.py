@@ -54,7 +54,7 @@ def client(big: Settings, factory: sessionmaker[Session]) -> Iterator[TestClient
 @pytest.fixture
 def in_request(monkeypatch: pytest.MonkeyPatch) -> list[MetricsQuery]:
     """Queries computed by the web process (the job's own computation is not counted)."""
-    return count_computations(monkeypatch)
+    return count_computations(monkeypatch, skip_workers=True)
 
 
 def _jobs(factory: sessionmaker[Session]) -> list[Job]:
@@ -154,7 +154,7 @@ def test_a_failed_job_is_shown_and_not_queued_again(
     def broken(*args: Any, **kwargs: Any) -> MetricsResult:
         raise RuntimeError("out of memory")
 
-    monkeypatch.setattr("workers.jobs.metrics.compute_result", broken)
+    monkeypatch.setattr(metric_results, "compute_result", broken)
     job_id = _jobs(factory)[0].id
     for _ in range(3):  # every attempt
         run_queue(store_on(big, engine))

@@ -18,6 +18,7 @@ from app.services.evidence.benchmarks import ensure_benchmark
 from app.services.evidence.detectors import ensure_detector
 from app.services.evidence.flips import recompute_flips
 from app.services.jobs import queue as job_queue
+from app.services.jobs.fit_probe import FitFlipParams
 from app.services.metrics.comparisons import comparisons_report
 from app.settings import Settings
 from app.store import Store
@@ -162,7 +163,9 @@ def test_probes_page_shows_fits_and_queues_jobs(store: Store, settings: Settings
         )
         assert fit.status_code == 303
         job = client.get("/api" + fit.headers["location"]).json()
-        assert (job["kind"], job["params"]) == ("fit_probe", {"benchmark": "src", "judge": JUDGE})
+        # The form's two values, every other parameter the class's default.
+        want = FitFlipParams(benchmark="src", judge=JUDGE)
+        assert job["kind"] == "fit_probe" and FitFlipParams.from_dict(job["params"]) == want
         applied = client.post(
             "/probes/apply",
             data={"probe": f"probe:{JUDGE}@src", "benchmark": "src"},

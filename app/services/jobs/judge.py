@@ -127,7 +127,10 @@ class JudgeParams(JobParams):
     def describe(self) -> str:
         """E.g. "Judge jb with smollm2 (forced) as smollm2/forced, orders AB and BA, every pair"."""
         where = self.model if self.backend == "local" else f"{self.model} at {self.base_url}"
-        sample = f"a sample of {self.limit} pairs" if self.limit else "every pair"
+        # The seed says which sample: the same limit with another seed judges other pairs.
+        sample = "every pair"
+        if self.limit:
+            sample = f"a sample of {self.limit} pairs (seed {self.seed})"
         text = f"Judge {self.benchmark} with {where} ({self.mode}) as {self.judge}, orders "
         text += f"{' and '.join(self.orders)}, {sample}"
         if self.repeat_subset:
