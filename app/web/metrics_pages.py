@@ -8,36 +8,25 @@ figures drawn by :func:`app.services.metrics.svg_plots.metrics_figures`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import Depends, Query, Request
 from markupsafe import Markup
 from starlette.responses import HTMLResponse
 
-from app.db import transaction
-from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.labelled_items import LABEL_MODES, MISSING_SLICE, LabelMode
 from app.services.jobs import queue as job_queue
-from app.services.jobs.compute_metrics import compute_job, latest_compute_job
+from app.services.jobs.metrics_view import metrics_view
 from app.services.metrics import svg_plots
 from app.services.metrics.answer_metrics import ANSWERS_REPORT
 from app.services.metrics.metric_matrix import MACRO, MATRIX_METRICS
-from app.services.metrics.metric_results import (
-    MetricsResult,
-    check_request,
-    computes_inline,
-    materialise,
-    save_result,
-    stale_result,
-    stored_result,
-)
+from app.services.metrics.metric_results import MetricsResult
 from app.services.metrics.metrics_query import MetricsQuery
-from app.services.table.facets import BenchmarkFacets, describe_benchmark
+from app.services.table.facets import BenchmarkFacets
 from app.services.table.instance_filter import FlipState, InstanceFilter, SliceCondition
 from app.stats.registry import ANSWER_METRICS, Metric, Need
-from app.store import Store
 from app.tables import Job
 from app.web.benchmark_params import DetectorParam, LabelParam, default_label, non_blank
 from app.web.deps import ReadCache, StoreDep
@@ -159,16 +148,6 @@ class Pending:
         return self.status in job_queue.ACTIVE
 
 
-def _saver(store: Store) -> Callable[[MetricsResult], None]:
-    """Store a result computed in a request, in a short write transaction of its own."""
-
-    def save(result: MetricsResult) -> None:
-        with transaction(store.write_factory) as session:
-            save_result(session, result)
-
-    return save
-
-
 def _pending(job: Job, stale: MetricsResult | None) -> Pending:
     return Pending(
         job.id,
@@ -178,12 +157,6 @@ def _pending(job: Job, stale: MetricsResult | None) -> Pending:
         job.error,
         None if stale is None else stale.data_version,
     )
-
-
-def _queue(store: Store, name: str, query: MetricsQuery) -> Job:
-    """Queue (or find, if another request just did) the job computing ``query``."""
-    with transaction(store.write_factory) as session:
-        return compute_job(session, get_benchmark(session, name), query)
 
 
 @dataclass(frozen=True)
@@ -258,28 +231,17 @@ def metrics_page(
     benchmark is computed here (and stored); a big one is left to a ``compute_metrics`` job,
     and the page shows the previous data version's numbers, marked stale, and polls.
     """
-    limit = store.settings.metrics_inline_items
-    stale: MetricsResult | None = None
-    job: Job | None = None
-    with transaction(store.factory) as session:
-        facets = describe_benchmark(session, name, cache)
-        query = params.query(name, facets)
-        bench = get_benchmark(session, name)
-        result = stored_result(session, bench, query)
-        if result is None and computes_inline(facets, query, limit):
-            result = materialise(
-                session, bench, query, save=_saver(store), draw=svg_plots.metrics_figures
-            )
-        elif result is None:
-            # A job computes the current numbers; the stale ones, if any, are shown meanwhile.
-            check_request(session, query)
-            stale = stale_result(session, bench, query)
-            job = latest_compute_job(session, bench, query)
-    pending: Pending | None = None
-    if result is None:
-        # Polls only read; the first request queues the job.
-        pending = _pending(job or _queue(store, name, query), stale)
-        result = stale
+    view = metrics_view(
+        store.factory,
+        store.write_factory,
+        name,
+        partial(params.query, name),
+        limit=store.settings.metrics_inline_items,
+        cache=cache,
+        draw=svg_plots.metrics_figures,
+    )
+    facets, query, result = view.facets, view.query, view.result
+    pending = None if view.job is None else _pending(view.job, result)
     url = request.url
     report = None if result is None else result.report
     matrix, pivot = _matrix(name, report) if report is not None else ([], None)
@@ -335,7 +297,7 @@ def api_metrics(
 
     Served from the stored result when there is one, else computed here and stored.
     """
-    with transaction(store.factory) as session:
-        query = params.query(name, describe_benchmark(session, name, cache))
-        bench = get_benchmark(session, name)
-        return materialise(session, bench, query, save=_saver(store)).report
+    build = partial(params.query, name)
+    view = metrics_view(store.factory, store.write_factory, name, build, limit=None, cache=cache)
+    assert view.result is not None  # computed here whatever the size
+    return view.result.report

@@ -4,16 +4,33 @@ from __future__ import annotations
 
 from typing import Any, TypedDict, Unpack
 
-from sqlalchemy import update
+from sqlalchemy import inspect, update
 from sqlalchemy.orm import Session
 
 from app.sql.lookup import ensure_named, get_one
 from app.tables import Benchmark, BenchmarkKind
 
+_LOOKED_UP = "appellate.benchmarks_by_name"
+
 
 def get_benchmark(session: Session, name: str) -> Benchmark:
-    """The benchmark called ``name`` (``NotFound`` if there is none)."""
-    return get_one(session, Benchmark, f"no benchmark named {name!r}", name=name)
+    """The benchmark called ``name`` (``NotFound`` if there is none); one query per session.
+
+    A request resolves its benchmark once: the row found is kept in ``session.info`` and
+    handed back while it is still that session's live row of that name. (A second SELECT
+    would return the same identity-mapped object, without refreshing it, anyway.)
+    """
+    found: dict[str, Benchmark] = session.info.setdefault(_LOOKED_UP, {})
+    bench = found.get(name)
+    if bench is not None and bench in session:
+        state = inspect(bench)
+        # Expired (after a rollback), deleted or renamed: look it up again.
+        live = not (state.expired_attributes or state.deleted or state.was_deleted)
+        if live and bench.name == name:
+            return bench
+    bench = get_one(session, Benchmark, f"no benchmark named {name!r}", name=name)
+    found[name] = bench
+    return bench
 
 
 class BenchmarkNotes(TypedDict, total=False):

@@ -26,7 +26,8 @@ from app.services.evidence.choices import option_letters
 from app.services.evidence.comments import thread
 from app.services.evidence.labels import default_label_set, label_names
 from app.services.evidence.resolution import Resolution
-from app.services.metrics.metric_results import computes_inline, labelled_count
+from app.services.jobs.metrics_view import Way, way_of
+from app.services.metrics.metric_results import labelled_count
 from app.services.metrics.metrics_compare import MetricsComparison, compare_metrics
 from app.services.metrics.metrics_query import MetricsQuery
 from app.services.review import queues
@@ -169,7 +170,7 @@ def queue_comparison(
     """The metrics comparison of a queue's label set, when the benchmark is small enough.
 
     A benchmark with at most ``limit`` labelled items (the metrics page's inline limit, see
-    :func:`app.services.metrics.metric_results.computes_inline`) is compared here, once per data
+    :func:`app.services.jobs.metrics_view.way_of`) is compared here, once per data
     version; a bigger one is not computed in the request (``deferred``).
 
     Raises
@@ -186,7 +187,8 @@ def queue_comparison(
     facets = benchmark_facets(session, bench, facets_cache)
     query = MetricsQuery(bench.name, queue.label_name, k=queue.overlap_k)
     labelled = labelled_count(facets, queue.label_name)
-    if not computes_inline(facets, query, limit):
+    # The metrics view's decision; a comparison is not stored, and not left to a job either.
+    if way_of(facets, query, limit, stored=False) is Way.JOB:
         return QueueComparison(queue, bench, deferred=True, labelled=labelled, limit=limit)
     key = ("queue-comparison", *version_key(bench), queue.label_name, queue.overlap_k)
     comparison, note = COMPARISON_CACHE.get_or_compute(

@@ -13,11 +13,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, TypeVar
 
-from sqlalchemy.orm import Session
-
 from app.errors import InvalidInput
-from app.services.metrics.report import LabelledItems
-from app.tables import Benchmark
+from app.services.disagreements.modes.inputs import ModeInput, ParamValue
 
 __all__ = [
     "DEFAULT_MIN_CONFIDENCE",
@@ -40,9 +37,6 @@ __all__ = [
 
 DEFAULT_MIN_CONFIDENCE = 0.8
 """Default cut on the probability of the other class (threshold, consensus, detector-vs-judge)."""
-
-ParamValue = float | int | str
-"""The value of a mode parameter once parsed (its :class:`ParamKind` says which)."""
 
 
 class ParamKind(StrEnum):
@@ -211,35 +205,6 @@ class Disagreement:
 def confidence_rank(confidence: float | None) -> tuple[float, ...]:
     """Rank key of the confidence-ranked modes: most confident first, unknown confidence last."""
     return (confidence is None, -(confidence or 0.0))
-
-
-@dataclass(frozen=True)
-class ModeInput:
-    """What a mode reads: the benchmark, its detectors, the label set and its parameters.
-
-    ``items`` holds the labelled items (binary target) for :attr:`LabelUse.BINARY` modes, else
-    ``None``; ``params`` holds every declared parameter's effective value (``None`` if unset
-    and without a default).
-    """
-
-    session: Session
-    bench: Benchmark
-    detectors: list[str]
-    label: str
-    items: LabelledItems | None
-    params: Mapping[str, ParamValue | None]
-
-    @property
-    def labelled(self) -> LabelledItems:
-        """The labelled items (binary modes only)."""
-        assert self.items is not None, "the mode does not declare LabelUse.BINARY"
-        return self.items
-
-    def number(self, name: str) -> float:
-        """The value of numeric parameter ``name`` (set or defaulted)."""
-        value = self.params[name]
-        assert isinstance(value, int | float), f"{name} has no value"
-        return float(value)
 
 
 class DisagreementMode(ABC):

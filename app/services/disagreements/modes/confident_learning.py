@@ -6,7 +6,6 @@ import numpy as np
 
 from app.errors import InvalidInput
 from app.services.disagreements.modes import base
-from app.services.disagreements.modes.inputs import labelled_probabilities
 
 
 @base.register_mode
@@ -36,7 +35,7 @@ class CleanlabMode(base.DisagreementMode):
         from cleanlab.filter import find_label_issues
 
         items, detector = inp.labelled, inp.detectors[0]
-        p_all = labelled_probabilities(inp.session, detector, items)
+        p_all = inp.probabilities(detector)
         scored = np.flatnonzero(~np.isnan(p_all))
         y = items.y[scored].astype(np.int64)
         if np.unique(y).size < 2:

@@ -8,7 +8,7 @@ import numpy as np
 
 from app.errors import InvalidInput
 from app.services.disagreements.modes import base
-from app.services.disagreements.modes.inputs import against_label, labelled_probabilities
+from app.services.disagreements.modes.inputs import against_label
 
 
 @base.register_mode
@@ -54,7 +54,7 @@ class ConsensusMode(base.DisagreementMode):
     def find(self, inp: base.ModeInput) -> list[base.Disagreement]:
         """Items with at least ``k`` confident disagreeing detectors."""
         items, names = inp.labelled, inp.detectors
-        probs = np.stack([labelled_probabilities(inp.session, name, items) for name in names])
+        probs = np.stack([inp.probabilities(name) for name in names])
         others = np.stack([against_label(items, p) for p in probs])
         confident = ~np.isnan(others) & (others >= inp.number("min_confidence"))
         votes = confident.sum(axis=0)

@@ -6,12 +6,6 @@ import math
 
 from app.errors import InvalidInput
 from app.services.disagreements.modes import base
-from app.services.disagreements.modes.inputs import (
-    benchmark_probabilities,
-    instance_info,
-    judgments_by_order,
-)
-from app.services.metrics.report import get_detector
 from app.tables import Choice, Order
 
 
@@ -49,17 +43,17 @@ class DetectorVsJudgeMode(base.DisagreementMode):
         """Confident detector preferences that differ from the judge's AB choice."""
         detector, judge = inp.detectors[0], str(inp.params["judge"])
         cut = inp.number("min_confidence")
-        get_detector(inp.session, detector)  # an unknown detector is named before the judge
+        inp.require_detector(detector)  # an unknown detector is named before the judge
         ab = {
             iid: per[Order.AB.value]
-            for iid, per in judgments_by_order(inp.session, inp.bench, judge).items()
+            for iid, per in inp.judgments(judge).items()
             if Order.AB.value in per
         }
         if not ab:
             raise InvalidInput(
                 f"detector {judge!r} has no AB-order judgments on {inp.bench.name!r}"
             )
-        scores = benchmark_probabilities(inp.session, inp.bench, detector)
+        scores = inp.scores(detector)
         hits: dict[int, tuple[float, float, str, str, float | None]] = {}
         for iid, judgment in ab.items():
             p = scores.get(iid)
@@ -69,7 +63,7 @@ class DetectorVsJudgeMode(base.DisagreementMode):
             implied = Choice.A.value if p >= 0.5 else Choice.B.value
             if confidence >= cut and judgment.choice != implied:
                 hits[iid] = (p, confidence, implied, judgment.choice, judgment.confidence)
-        info = instance_info(inp.session, inp.bench, hits, inp.label)
+        info = inp.items_info(hits)
         out = []
         for iid, (p, confidence, implied, choice, stated) in hits.items():
             ext, value = info[iid]

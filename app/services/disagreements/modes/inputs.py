@@ -1,8 +1,13 @@
-"""What the modes read: detector probabilities, a judge's orders, items' ids and label values."""
+"""What a mode reads, as methods of its input: probabilities, judgments, answers, items' labels.
+
+A mode module holds its ranking and declares what it needs (:mod:`.base`); every read of the
+store goes through :class:`ModeInput`, so a mode never holds a session.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -10,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
+from app.services.evidence.answer_matrix import AnswerMatrix, load_answers
 from app.services.evidence.judge_scores import Verdict, judge_orders
 from app.services.evidence.labels import current_label_subquery
 from app.services.evidence.scores import benchmark_scores
@@ -17,6 +23,8 @@ from app.services.metrics.report import LabelledItems, detector_scores, get_dete
 from app.tables import Benchmark, Detector, Instance, Score
 
 __all__ = [
+    "ModeInput",
+    "ParamValue",
     "against_label",
     "benchmark_probabilities",
     "check_probabilities",
@@ -25,6 +33,9 @@ __all__ = [
     "labelled_probabilities",
     "others_against_label",
 ]
+
+ParamValue = float | int | str
+"""The value of a mode parameter once parsed (its declared kind says which)."""
 
 # Instance ids per query: PostgreSQL refuses more than 65,535 bound parameters.
 ID_CHUNK = 5000
@@ -180,3 +191,74 @@ def instance_info(
         )
         out.update({iid: (ext, value) for iid, ext, value in session.execute(q)})
     return out
+
+
+@dataclass(frozen=True)
+class ModeInput:
+    """What a mode reads: the benchmark, its detectors, the label set and its parameters.
+
+    ``items`` holds the labelled items (binary target) for binary-label modes, else ``None``;
+    ``params`` holds every declared parameter's effective value (``None`` if unset and
+    without a default). The reads are methods, in the caller's ``session``.
+    """
+
+    session: Session
+    bench: Benchmark
+    detectors: list[str]
+    label: str
+    items: LabelledItems | None
+    params: Mapping[str, ParamValue | None]
+
+    @property
+    def labelled(self) -> LabelledItems:
+        """The labelled items (binary modes only)."""
+        assert self.items is not None, "the mode does not declare LabelUse.BINARY"
+        return self.items
+
+    def number(self, name: str) -> float:
+        """The value of numeric parameter ``name`` (set or defaulted)."""
+        value = self.params[name]
+        assert isinstance(value, int | float), f"{name} has no value"
+        return float(value)
+
+    def require_detector(self, name: str) -> None:
+        """Refuse an unknown detector now (``NotFound`` naming it)."""
+        get_detector(self.session, name)
+
+    def probabilities(self, name: str) -> NDArray[np.float64]:
+        """Detector ``name``'s P(positive class) per labelled item, checked.
+
+        Returns
+        -------
+        ndarray of float64, shape (n_items,)
+            NaN where the detector has no score.
+
+        """
+        return labelled_probabilities(self.session, name, self.labelled)
+
+    def others_against_label(self, exclude: Collection[str]) -> NDArray[np.float64]:
+        """Mean P(class opposite to the label) of the other probability detectors.
+
+        Returns
+        -------
+        ndarray of float64, shape (n_items,)
+            NaN where no detector outside ``exclude`` scored the item.
+
+        """
+        return others_against_label(self.session, self.bench, self.labelled, exclude)
+
+    def scores(self, name: str) -> dict[int, float]:
+        """Detector ``name``'s probabilities on every instance it scored (``{id: score}``)."""
+        return benchmark_probabilities(self.session, self.bench, name)
+
+    def judgments(self, judge: str) -> dict[int, dict[str, Verdict]]:
+        """Judge ``judge``'s judgments as ``{instance_id: {order: judgment}}``."""
+        return judgments_by_order(self.session, self.bench, judge)
+
+    def answers(self) -> AnswerMatrix:
+        """The models' answers on the benchmark, with the label set's current values."""
+        return load_answers(self.session, self.bench, label=self.label)
+
+    def items_info(self, instance_ids: Collection[int]) -> dict[int, tuple[str, str | None]]:
+        """``{instance_id: (external_id, current label value or None)}`` for these ids."""
+        return instance_info(self.session, self.bench, instance_ids, self.label)

@@ -7,7 +7,6 @@ from collections.abc import Callable
 
 from app.errors import InvalidInput
 from app.services.disagreements.modes import base
-from app.services.disagreements.modes.inputs import instance_info, judgments_by_order
 from app.services.evidence.flips import flip_value
 from app.services.evidence.judge_scores import Verdict
 from app.tables import Order
@@ -68,7 +67,7 @@ class JudgeOrdersMode(base.DisagreementMode):
         judge = inp.detectors[0]
         pairs = {
             iid: (per[Order.AB.value], per[Order.BA.value])
-            for iid, per in judgments_by_order(inp.session, inp.bench, judge).items()
+            for iid, per in inp.judgments(judge).items()
             if Order.AB.value in per and Order.BA.value in per
         }
         if not pairs:
@@ -79,7 +78,7 @@ class JudgeOrdersMode(base.DisagreementMode):
             if flip_value(ab.choice, ba.choice) == "1"
         }
         measure, ranked_by = _measure([j for pair in pairs.values() for j in pair])
-        info = instance_info(inp.session, inp.bench, flipped, inp.label)
+        info = inp.items_info(flipped)
         out = []
         for iid, (ab, ba) in flipped.items():
             values = [measure(ab), measure(ba)]

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from app.services.disagreements.modes import base
-from app.services.disagreements.modes.inputs import benchmark_probabilities
-from app.services.evidence.answer_matrix import ANSWER_KINDS, load_answers
+from app.services.evidence.answer_matrix import ANSWER_KINDS
 
 
 @base.register_mode
@@ -29,8 +28,8 @@ class LabelErrorsMode(base.DisagreementMode):
     def find(self, inp: base.ModeInput) -> list[base.Disagreement]:
         """Every item the ranker scored, with the models' answers as evidence."""
         ranker = inp.detectors[0]
-        scores = benchmark_probabilities(inp.session, inp.bench, ranker)
-        matrix = load_answers(inp.session, inp.bench, label=inp.label)
+        scores = inp.scores(ranker)
+        matrix = inp.answers()
         voters = [j for j, probs in enumerate(matrix.probabilities) if not probs]
         out = []
         for row, iid in enumerate(matrix.instance_ids.tolist()):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from app.services.disagreements.modes import base
-from app.services.disagreements.modes.inputs import benchmark_probabilities, instance_info
 
 
 @base.register_mode
@@ -35,9 +34,9 @@ class MarginMode(base.DisagreementMode):
     def find(self, inp: base.ModeInput) -> list[base.Disagreement]:
         """Scored items within the band, each ranked by its distance from 0.5."""
         detector, band = inp.detectors[0], inp.number("band")
-        scores = benchmark_probabilities(inp.session, inp.bench, detector)
+        scores = inp.scores(detector)
         near = {iid: p for iid, p in scores.items() if abs(p - 0.5) <= band}
-        info = instance_info(inp.session, inp.bench, near, inp.label)
+        info = inp.items_info(near)
         out = []
         for iid, p in near.items():
             ext, value = info[iid]

@@ -5,11 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from app.services.disagreements.modes import base
-from app.services.disagreements.modes.inputs import (
-    against_label,
-    labelled_probabilities,
-    others_against_label,
-)
+from app.services.disagreements.modes.inputs import against_label
 
 
 @base.register_mode
@@ -33,10 +29,10 @@ class ThresholdMode(base.DisagreementMode):
     def find(self, inp: base.ModeInput) -> list[base.Disagreement]:
         """Items whose P(other class) is at least the cut, ranked by it."""
         items, detector = inp.labelled, inp.detectors[0]
-        p = labelled_probabilities(inp.session, detector, items)
+        p = inp.probabilities(detector)
         other = against_label(items, p)
         hits = np.flatnonzero(~np.isnan(other) & (other >= inp.number("min_confidence")))
-        others = others_against_label(inp.session, inp.bench, items, [detector])
+        others = inp.others_against_label([detector])
         return [
             base.Disagreement(
                 int(items.instance_ids[i]),
