@@ -188,3 +188,41 @@ def test_slash_focuses_search(page: tuple[object, Watch], base_url: str) -> None
     pg.goto(f"{base_url}/benchmarks/jb-mini")
     pg.locator("body").press("/")
     assert pg.evaluate("document.activeElement.id") == "q"
+
+
+def test_a_choice_benchmark_imported_as_a_table_has_instance_pages(
+    browser: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 21 item 2: its instance page answered 500 (no ``errata`` label on such a benchmark)."""
+    import csv
+
+    from typer.testing import CliRunner
+
+    from app.cli.imports import import_app
+
+    settings = Settings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path / 'c.sqlite3'}")
+    Store.open(settings).close()
+    monkeypatch.setenv("APPELLATE_DATABASE_URL", settings.resolved_database_url)
+    path = tmp_path / "two.csv"
+    with path.open("w", newline="", encoding="utf-8") as out:
+        writer = csv.DictWriter(out, ["id", "q", "a", "b", "gold", "m1"])
+        writer.writeheader()
+        for ext, q, gold in [("q1", "Is water wet?", "A"), ("q2", "Is fire cold?", "B")]:
+            writer.writerow({"id": ext, "q": q, "a": "yes", "b": "no", "gold": gold, "m1": "A"})
+    args = ["table", str(path), "--kind", "choice", "--id", "id", "--map", "question=q"]
+    args += ["--option", "A=a", "--option", "B=b", "--reference", "gold", "--answers", "m1=m1"]
+    result = CliRunner().invoke(import_app, args)
+    assert result.exit_code == 0, result.output
+    with live_server(settings) as url:
+        context = signed_in_context(browser, url, settings)
+        pg = context.new_page()
+        errors: list[str] = []
+        pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        for ext, question, answer in [("q1", "Is water wet?", "A"), ("q2", "Is fire cold?", "B")]:
+            got = pg.goto(f"{url}/benchmarks/two/instances/{ext}")
+            assert got is not None and got.status == 200
+            body = pg.locator("main").inner_text()
+            assert question in body and "yes" in body and "no" in body
+            assert answer in body and "Expert annotation" not in body
+        context.close()
+        assert errors == []
