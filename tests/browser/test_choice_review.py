@@ -118,10 +118,21 @@ def test_choice_audit_walkthrough(
     form.locator("button.adjudicate[value='no correct option']").click()
     expect(rita.locator("#adjudicate-form")).to_be_visible()
 
+    # Before you accept: the queue page loads each model's accuracy and macro-F1 on the
+    # original and the resolved labels, and the rankers on the defect labels (it showed the
+    # raw "not a known binary vocabulary" message on a choice benchmark).
+    rita.goto(f"{url}/queues/{queue_id}")
+    section = rita.locator("#before-accept")
+    expect(section.locator("table.answers")).to_be_visible()
+    expect(section).to_contain_text("1 item of mmlu change label under review")
+    expect(section.locator("table.rankers tbody tr")).not_to_have_count(0)
+    assert "vocabulary" not in section.inner_text()
+
     # The defect report counts the tag; the corrected export leaves the item out.
-    rita.goto(f"{url}/benchmarks/{BENCH}/report")
+    rita.goto(f"{url}/benchmarks/{BENCH}/report?k=1")
     report = rita.locator("main").inner_text()
     assert "no correct answer" in report and top in report
+    assert "vocabulary" not in report and "Macro-F1 resolved" in report
     export = rita.locator(f"form[action='/benchmarks/{BENCH}/export']")
     export.locator("select[name=format]").select_option("jsonl")
     export.locator("select[name=labels]").select_option("resolved")

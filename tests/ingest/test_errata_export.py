@@ -19,13 +19,13 @@ from app.db import transaction
 from app.errors import InvalidInput
 from app.ingest.export.errata import ERRATA_COLUMNS, REPORT_NAME, export_errata
 from app.ingest.export.error_types import error_type_of
-from app.ingest.export.upstream_report import accuracy_changes
 from app.ingest.mmlu_redux import import_mmlu_redux
 from app.services.accounts.users import Principal, create_user
 from app.services.evidence.answer_matrix import load_answers
 from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.detectors import ensure_detector
 from app.services.evidence.resolution import Event, Resolution, resolve
+from app.services.metrics.answer_changes import accuracy_changes
 from app.services.metrics.answer_metrics import answer_report
 from app.services.metrics.metrics_query import MetricsQuery
 from app.services.review import queues
@@ -242,7 +242,7 @@ def test_accuracy_changes_are_the_answer_metrics(
         bench = get_benchmark(s, "mmlu")
         before = load_answers(s, bench)
         after = load_answers(s, bench, labels="resolved", k=2)
-        changes = accuracy_changes(before, after.labels, resamples=300, seed=3)
+        changes = accuracy_changes(before, after, resamples=300, seed=3)
         reports = {
             mode: {
                 r["detector"]: r
@@ -266,6 +266,10 @@ def test_accuracy_changes_are_the_answer_metrics(
                 row["answer_accuracy_ci"],
                 row["n"],
             )
+        # Macro-F1 of each side is the answer report's too.
+        for est, mode in ((c.original_macro_f1, "original"), (c.corrected_macro_f1, "resolved")):
+            row = reports[mode][c.model]
+            assert est is not None and (est.value, est.ci) == (row["macro_f1"], row["macro_f1_ci"])
         both = ~np.isnan(correct_before[:, j]) & ~np.isnan(correct_after[:, j])
         assert c.n_both == int(both.sum())
         delta = (correct_after[both, j] - correct_before[both, j]).mean()

@@ -20,8 +20,13 @@ from app.ingest.export.benchmark import changelog_path, export_benchmark
 from app.ingest.mmlu_redux import import_mmlu_redux
 from app.ingest.table import import_table
 from app.main import create_app
+from app.services.evidence.answer_matrix import load_answers
+from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.outcomes import UNANSWERABLE
+from app.services.metrics.answer_metrics import answer_report
+from app.services.metrics.metrics_query import MetricsQuery
 from app.services.metrics.report import metrics_report
+from app.services.review.review_views import REVIEW_RESAMPLES
 from app.settings import Settings
 from app.tables import Instance
 from tests.conftest import DATA
@@ -141,3 +146,44 @@ def test_an_answer_queue_takes_typed_answers(
     assert typed.status_code == 303, typed.text
     state = reviewer.get(f"/api/queues/{queue_id}/items/{iid}").json()
     assert state["own_vote"] == "4"
+
+
+def test_before_you_accept_compares_the_models_answers_on_a_choice_benchmark(
+    mmlu: sessionmaker[Session], settings: Settings
+) -> None:
+    """Issue 21 item 1: the section showed "not a known binary vocabulary" on MMLU-Redux."""
+    reviewer, rcsrf = _client(settings, "rita", "reviewer")
+    annotator, acsrf = _client(settings, "ann", "annotator")
+    queue_id = _queue(reviewer, rcsrf, "mmlu", "q=astronomy:1")
+    iid, version, _ = _item(annotator, queue_id)
+    with mmlu() as s:
+        inst = s.get_one(Instance, iid)
+        matrix = load_answers(s, get_benchmark(s, "mmlu"))
+        original = matrix.labels[matrix.external_ids.index(inst.external_id)]
+        n_options = len(inst.payload["options"])
+    other = next(letter for letter in "ABCD"[:n_options] if letter != original)
+    vote = _post(
+        annotator, f"/queues/{queue_id}/items/{iid}/vote", acsrf, value=other, version=version
+    )
+    assert vote.status_code == 303, vote.text
+    for url in (f"/queues/{queue_id}/comparison", f"/queues/{queue_id}", "/benchmarks/mmlu/report"):
+        page = reviewer.get(url)
+        assert page.status_code == 200, page.text
+        assert "binary vocabulary" not in page.text and "positive class" not in page.text.lower()
+    section = reviewer.get(f"/queues/{queue_id}/comparison").text
+    assert "1 item of mmlu change label under review" in section
+    with mmlu() as s:
+        query = MetricsQuery("mmlu", resamples=REVIEW_RESAMPLES, labels="resolved", k=1)
+        resolved = {r["detector"]: r for r in answer_report(s, query)["rows"] if r["slice"] is None}
+    table = section.split('class="grid compare answers"')[1].split("</table>")[0]
+    # Each model's row: its name, then the first number of each cell (original, resolved, ...).
+    rows = {
+        row.split("</td>")[0]: [float(v) for v in re.findall(r"<td>(-?[0-9.]+)", row)]
+        for row in table.split("<tr><td>")[1:]
+    }
+    assert set(rows) == set(resolved)
+    for model, values in rows.items():
+        assert values[1] == pytest.approx(resolved[model]["answer_accuracy"], abs=5e-4)
+    # One vote resolves with k = 1 (the queue's overlap); the report takes k from its form.
+    report = reviewer.get("/benchmarks/mmlu/report", params={"k": 1}).text
+    assert 'class="answer-comparison"' in report and "Macro-F1 resolved" in report

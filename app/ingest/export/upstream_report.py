@@ -6,143 +6,28 @@ Counts by error type, models' accuracy before and after with intervals, and each
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-import numpy as np
-from numpy.typing import NDArray
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.ingest.export.error_types import ERROR_TYPES
 from app.services.evidence.answer_matrix import LETTERS, AnswerMatrix, load_answers
 from app.services.evidence.detectors import RANKER_PREFIX
+from app.services.metrics.answer_changes import accuracy_changes
 from app.sql.bulk import one_of
-from app.stats.bootstrap import Estimate, group_bootstrap_answers
-from app.stats.label_errors import NO_ANSWER, OFF_OPTIONS
+from app.stats.bootstrap import Estimate
 from app.tables import Detector, Score
 
 if TYPE_CHECKING:
     from app.ingest.export.errata import Errata, Erratum
 
-__all__ = ["AccuracyChange", "accuracy_changes", "upstream_report"]
+__all__ = ["upstream_report"]
 
-_ACCURACY = "answer_accuracy"
 # Characters Markdown would read as markup inside a line of text.
 _MARKUP = str.maketrans({c: f"\\{c}" for c in "\\`*_[]<>|~#"})
-
-
-@dataclass(frozen=True)
-class AccuracyChange:
-    """One model's accuracy before and after the corrections, and the paired change.
-
-    ``original`` counts the ``n_original`` items with an original label the model answered,
-    ``corrected`` the ``n_corrected`` with a corrected one (items corrected to no single option
-    leave it); ``change`` is corrected minus original on the ``n_both`` items in both, with a
-    paired interval on the same resamples (None when there are none).
-    """
-
-    model: str
-    original: Estimate
-    n_original: int
-    corrected: Estimate
-    n_corrected: int
-    change: Estimate | None
-    n_both: int
-
-
-def _accuracy(
-    labels: NDArray[np.intp],
-    answers: NDArray[np.intp],
-    groups: NDArray[np.object_],
-    n_classes: int,
-    resamples: int,
-    seed: int,
-) -> Estimate:
-    if labels.size == 0:
-        return Estimate(None, None, None, 0, resamples)
-    result = group_bootstrap_answers(
-        labels, [answers], groups, n_classes, metrics=(_ACCURACY,), resamples=resamples, seed=seed
-    )
-    return result.estimate(_ACCURACY)
-
-
-def accuracy_changes(
-    matrix: AnswerMatrix, corrected: Sequence[str | None], *, resamples: int, seed: int
-) -> list[AccuracyChange]:
-    """Each model's accuracy against ``matrix.labels`` and ``corrected``, and the paired change.
-
-    The accuracies are the answer metrics' own (:func:`app.stats.bootstrap.group_bootstrap_answers`
-    on the items the model answered that have a label naming an option), so with the review's
-    resolved labels as ``corrected`` they equal the metrics page's numbers. The change codes
-    each item as right or wrong under each labelling (one class, wrong = an answer naming no
-    class) and takes the paired difference over the items labelled on both sides.
-
-    Parameters
-    ----------
-    matrix : AnswerMatrix
-        A choice benchmark's answers (n items, m models) and original labels.
-    corrected : sequence of str or None, length n
-        The corrected label of each row (None, or an outcome naming no option: unlabelled).
-    resamples, seed : int
-        Group-bootstrap resamples (group = ``matrix.groups``) and root seed.
-
-    Returns
-    -------
-    list of AccuracyChange
-        One per model, in ``matrix.models`` order.
-
-    """
-    after = replace(matrix, labels=list(corrected))
-    before_codes, after_codes = matrix.label_codes(), after.label_codes()  # (n,) each
-    answers = matrix.answer_codes()  # (n, m)
-    groups = np.asarray(matrix.groups, dtype=object)
-    k = matrix.n_classes
-    out = []
-    for j, model in enumerate(matrix.models):
-        a = answers[:, j]
-        answered = a != NO_ANSWER
-        keep_before = answered & (before_codes >= 0)
-        keep_after = answered & (after_codes >= 0)
-        both = keep_before & keep_after
-        change = None
-        if both.any():
-            right = [
-                np.where(a[both] == y[both], 0, OFF_OPTIONS) for y in (before_codes, after_codes)
-            ]
-            result = group_bootstrap_answers(
-                np.zeros(int(both.sum()), dtype=np.intp),
-                right,
-                groups[both],
-                1,
-                metrics=(_ACCURACY,),
-                resamples=resamples,
-                seed=seed,
-            )
-            change = result.difference(_ACCURACY, 1, 0).estimate
-        out.append(
-            AccuracyChange(
-                model=model,
-                original=_accuracy(
-                    before_codes[keep_before],
-                    a[keep_before],
-                    groups[keep_before],
-                    k,
-                    resamples,
-                    seed,
-                ),
-                n_original=int(keep_before.sum()),
-                corrected=_accuracy(
-                    after_codes[keep_after], a[keep_after], groups[keep_after], k, resamples, seed
-                ),
-                n_corrected=int(keep_after.sum()),
-                change=change,
-                n_both=int(both.sum()),
-            )
-        )
-    return out
 
 
 def _md(text: str) -> str:
@@ -294,7 +179,8 @@ def upstream_report(session: Session, errata: Errata, *, resamples: int, seed: i
             "| model | original (n) | corrected (n) | Δ (n) |",
             "|---|---:|---:|---:|",
         ]
-        for c in accuracy_changes(matrix, corrected, resamples=resamples, seed=seed):
+        after = replace(matrix, labels=list(corrected))
+        for c in accuracy_changes(matrix, after, resamples=resamples, seed=seed):
             lines.append(
                 f"| {_md(c.model)} | {_estimate(c.original)} ({c.n_original}) | "
                 f"{_estimate(c.corrected)} ({c.n_corrected}) | "

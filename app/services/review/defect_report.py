@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from app.attributes import attributes
 from app.errors import InvalidInput, NotFound
+from app.services.evidence.answer_matrix import ANSWER_KINDS, ANSWER_LABEL
 from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.labelled_items import scored_detectors
 from app.services.evidence.labels import label_names as benchmark_label_names
@@ -30,6 +31,7 @@ from app.services.evidence.resolution import (
     fold,
     latest_events,
 )
+from app.services.metrics.answer_changes import answer_comparison
 from app.services.metrics.metric_matrix import MATRIX_METRICS, MetricRow
 from app.services.metrics.metrics_compare import compare_metrics
 from app.services.metrics.metrics_query import MetricsData, MetricsQuery, load_metrics_data
@@ -211,9 +213,14 @@ def _metrics_entry(
     seed: int,
 ) -> dict[str, Any]:
     name = counts["label"]
-    entry: dict[str, Any] = {"label": name, "note": None, "comparison": None}
+    entry: dict[str, Any] = {"label": name, "note": None, "comparison": None, "answers": None}
     if not counts["changed"]:
         entry["note"] = "review changed no label of this set: the metrics are the original ones"
+        return entry
+    if bench.kind in ANSWER_KINDS and name == ANSWER_LABEL:
+        # A choice or answer benchmark's reference: the models' answer metrics on both sides.
+        answers = answer_comparison(session, bench, name, k=k, resamples=resamples, seed=seed)
+        entry["answers"] = answers.as_dict()
         return entry
     if not has_scores:
         entry["note"] = "no detector has scores on this benchmark"

@@ -21,12 +21,14 @@ from sqlalchemy.orm import Session
 
 from app.errors import AppellateError, InvalidInput
 from app.services.accounts.users import Principal
+from app.services.evidence.answer_matrix import ANSWER_KINDS, ANSWER_LABEL
 from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.choices import option_letters
 from app.services.evidence.comments import thread
 from app.services.evidence.labels import default_label_set, label_names
 from app.services.evidence.resolution import Resolution
 from app.services.jobs.metrics_view import Way, way_of
+from app.services.metrics.answer_changes import AnswerComparison, answer_comparison
 from app.services.metrics.metric_results import labelled_count
 from app.services.metrics.metrics_compare import MetricsComparison, compare_metrics
 from app.services.metrics.metrics_query import MetricsQuery
@@ -150,6 +152,8 @@ class QueueComparison:
     comparison: MetricsComparison | None = None
     comparison_note: str = ""
     deferred: bool = False
+    # A choice or answer benchmark: the models' answer metrics instead of detector metrics.
+    answers: AnswerComparison | None = None
     labelled: int = 0
     limit: int = 0
 
@@ -194,13 +198,24 @@ def queue_comparison(
     comparison, note = COMPARISON_CACHE.get_or_compute(
         key, lambda: _before_accepting(session, bench, queue)
     )
+    if isinstance(comparison, AnswerComparison):
+        return QueueComparison(queue, bench, answers=comparison, labelled=labelled, limit=limit)
     return QueueComparison(queue, bench, comparison, note, labelled=labelled, limit=limit)
 
 
 def _before_accepting(
     session: Session, bench: Benchmark, queue: ReviewQueue
-) -> tuple[MetricsComparison | None, str]:
-    """Metrics on the original vs the resolved labels, or why there are none."""
+) -> tuple[MetricsComparison | AnswerComparison | None, str]:
+    """Metrics on the original vs the resolved labels, or why there are none.
+
+    On a choice or answer benchmark reviewing its reference: the models' accuracy and
+    macro-F1 on both sides, and the rankers on the defect labels.
+    """
+    if bench.kind in ANSWER_KINDS and queue.label_name == ANSWER_LABEL:
+        answers = answer_comparison(
+            session, bench, queue.label_name, k=queue.overlap_k, resamples=REVIEW_RESAMPLES
+        )
+        return answers, ""
     try:
         comparison = compare_metrics(
             session, bench.name, queue.label_name, k=queue.overlap_k, resamples=REVIEW_RESAMPLES
