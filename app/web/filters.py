@@ -40,8 +40,13 @@ FlipParam = _optional(
     "order is invalid).",
 )
 ScoreDetectorParam = _optional(str, "Detector that the score range refers to.")
-ScoreMinParam = _optional(float, "Lowest score kept (inclusive).")
-ScoreMaxParam = _optional(float, "Highest score kept (inclusive).")
+# Finite: nan, inf and 1e309 are a 422 naming the parameter (the page answered 500).
+ScoreMinParam = Annotated[
+    float | None, Blank, Query(description="Lowest score kept (inclusive).", allow_inf_nan=False)
+]
+ScoreMaxParam = Annotated[
+    float | None, Blank, Query(description="Highest score kept (inclusive).", allow_inf_nan=False)
+]
 
 
 async def instance_filter(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import math
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import ColumnElement, Select, exists, select, text
@@ -143,6 +144,12 @@ def resolve_filter(facets: BenchmarkFacets, flt: InstanceFilter) -> InstanceFilt
     if flt.uses_score:
         names = [d.name for d in facets.scored_detectors]
         detector = _pick(flt.score_detector, names, "scored detector", "score_detector")
+        for name in ("score_min", "score_max"):
+            # nan compares false with everything and inf/1e309 reach the database as text
+            # it refuses: a bound is a finite number, whichever way the filter came in.
+            bound = getattr(flt, name)
+            if bound is not None and not math.isfinite(bound):
+                raise InvalidInput(f"{name} must be a finite number, got {bound!r}", field=name)
         if (
             flt.score_min is not None
             and flt.score_max is not None
