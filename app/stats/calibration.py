@@ -168,6 +168,27 @@ def reliability_bins(y: ArrayLike, p: ArrayLike, n_bins: int = 10) -> list[dict[
     return bins
 
 
+def _spread(low: float, high: float, bins: int) -> tuple[float, float]:
+    """A range at least wide enough for ``bins`` distinct, increasing edges around [low, high].
+
+    numpy widens an empty range by 0.5 on each side, which is below the spacing of floats
+    from about 1e16 on (equal scores there made every plot fail): widen relative to the
+    magnitude instead, and stay finite near the largest floats.
+    """
+    magnitude = max(abs(low), abs(high), 1.0)
+    least = magnitude * 1e-9 * bins
+    if high - low >= least:
+        return low, high
+    middle = low / 2 + high / 2
+    low, high = middle - least / 2, middle + least / 2
+    if not (math.isfinite(low) and math.isfinite(high)):
+        top = float(np.finfo(np.float64).max)
+        low, high = (
+            (top - top * 1e-9 * bins, top) if middle > 0 else (-top, -top + top * 1e-9 * bins)
+        )
+    return low, high
+
+
 def score_histograms(
     y: ArrayLike,
     p: ArrayLike,
@@ -211,6 +232,7 @@ def score_histograms(
     low, high = (float(v) for v in value_range)
     if not (math.isfinite(low) and math.isfinite(high)) or low > high:
         raise ValueError(f"value_range must be finite with low <= high, got {value_range!r}")
+    low, high = _spread(low, high, int(bins))
     edges = np.histogram_bin_edges(scores, bins=int(bins), range=(low, high))
     positive, _ = np.histogram(scores[labels], bins=edges)
     negative, _ = np.histogram(scores[~labels], bins=edges)

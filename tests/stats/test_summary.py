@@ -174,3 +174,11 @@ def test_score_histograms_split_by_label() -> None:
     json.dumps(raw, allow_nan=False)
     with pytest.raises(ValueError, match="value_range"):
         score_histograms([0, 1], [0.1, 0.2], value_range=(1.0, 0.0))
+
+
+@pytest.mark.parametrize("value", [1e16, 3e17, 1e300, -1e300, float(np.finfo(np.float64).max)])
+def test_score_histograms_of_equal_huge_scores_have_increasing_edges(value: float) -> None:
+    """Equal scores from about 1e16 on made numpy's widened range collapse (metrics page 500)."""
+    got = score_histograms([0, 1, 1], [value] * 3)
+    assert np.all(np.diff(got["edges"]) > 0) and np.isfinite(got["edges"]).all()
+    assert (sum(got["positive"]), sum(got["negative"])) == (2, 1)
