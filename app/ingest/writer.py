@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Iterable
 from itertools import repeat
 from operator import eq, itemgetter
@@ -72,6 +73,10 @@ def _first_difference(stored: dict[str, Any], new: dict[str, Any]) -> str | None
         if _differs(stored.get(key, _MISSING), new.get(key, _MISSING)):
             return key
     return None
+
+
+# C0 and C1 control characters, DEL included.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class RecordWriter:
@@ -150,6 +155,15 @@ class RecordWriter:
                     line=record.line,
                     field=field,
                 )
+        if _CONTROL.search(record.external_id):
+            # A line break or tab in an id is stored but its page cannot be routed (404).
+            raise InvalidInput(
+                f"an id holds no control characters (line breaks, tabs), got "
+                f"{record.external_id!r}",
+                file=self.file,
+                line=record.line,
+                field=self.fields.external_id,
+            )
         # Readers refuse such text in what they read; payloads are also built (option lists).
         if found := find_unstorable(record.payload):
             top = found[0].split(".", 1)[0].split("[", 1)[0]

@@ -282,6 +282,29 @@ CASES = [
         "NUL character (cannot be stored)",
     ),
     Case(
+        # Issue 21 item 19: imported and linked, but its page was a 404.
+        "table id with a line break",
+        CSV_HEADER + b'1,a,1,0.5\n"two\nlines",b,0,0.25\n',
+        _table,
+        3,  # the file line the record starts on (the header is line 1)
+        "id",
+        "an id holds no control characters (line breaks, tabs), got 'two\\nlines'",
+        ".csv",
+    ),
+    Case(
+        "table id with a tab",
+        _jsonl(
+            [
+                {"id": "1", "text": "a", "truth": "1", "p": 0.5},
+                {"id": "a\tb", "text": "b", "truth": "0", "p": 0.25},
+            ]
+        ),
+        _table,
+        2,
+        "id",
+        "an id holds no control characters",
+    ),
+    Case(
         "table parquet missing column",
         _table_parquet_without_score,
         _table,
