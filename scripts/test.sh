@@ -57,7 +57,13 @@ set +e
 # A base temp directory of this checkout's own: pytest prunes old numbered directories under the
 # shared /tmp/pytest-of-$USER, which would pull the rug from under a second run on the machine.
 # --durations and the per-file totals (tests/support/file_durations.py) say where the time goes.
-.venv/bin/python -m pytest -q --basetemp=.pytest-tmp --durations=30 "$@"
+# One pytest worker per core (at least two): each has its own SQLite files and PostgreSQL
+# databases (uuid-named, created and dropped by the fixtures) and its own browser; the browser
+# tests and the forms inventory share one worker (tests/conftest.py, --dist loadgroup).
+WORKERS="${APPELLATE_TEST_WORKERS:-$(nproc 2>/dev/null || echo 2)}"
+if [ "$WORKERS" -lt 2 ]; then WORKERS=2; fi
+.venv/bin/python -m pytest -q -n "$WORKERS" --dist loadgroup --basetemp=.pytest-tmp \
+    --durations=30 "$@"
 status=$?
 set -e
 phase_done pytest

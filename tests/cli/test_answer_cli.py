@@ -1,4 +1,4 @@
-"""A local model answering choice items as a user runs it: the real SmolLM2 on 100 MMLU items.
+"""A local model answering choice items as a user runs it: the real SmolLM2 on 40 MMLU items.
 
 ``appellate answer`` queues the job; a worker killed mid-job and a second worker finish it with
 one prediction per item (option probabilities summing to 1) and one activation row per item;
@@ -34,6 +34,10 @@ SUBJECT = DATA / "mmlu-redux" / "astronomy.csv"
 SET = "choice:smollm2/choice:mmlu"
 
 
+# Enough batches of 4 to kill the worker after 12 and resume; the model's forwards are the cost.
+ITEMS = 40
+
+
 @pytest.fixture
 def data_dir(tmp_path: Path, smollm2_dir: Path) -> Path:
     """A data directory whose models/ links to the session's converted SmolLM2."""
@@ -51,7 +55,9 @@ def test_answer_job_killed_and_resumed_stores_each_item_once(
         import_mmlu_redux(s, [SUBJECT], "mmlu")
     env = _env(settings, data_dir)
     _appellate(env, "models", "add-smollm2")
-    _appellate(env, "answer", "mmlu", "--model", "smollm2", "--limit", "100", "--batch-size", "4")
+    _appellate(
+        env, "answer", "mmlu", "--model", "smollm2", "--limit", str(ITEMS), "--batch-size", "4"
+    )
     with transaction(factory) as s:
         (job,) = job_queue.list_jobs(s)
     worker = ["worker", "--device", "cpu", "--lease-seconds", "3", "--poll-seconds", "0.2"]
@@ -72,7 +78,7 @@ def test_answer_job_killed_and_resumed_stores_each_item_once(
             .join(Detector, Detector.id == Prediction.detector_id)
             .where(Detector.name == "smollm2/choice")
         )
-    assert killed.status == "running" and 12 <= killed.progress_done < 100
+    assert killed.status == "running" and 12 <= killed.progress_done < ITEMS
     assert written == killed.progress_done  # predictions and progress share each batch's commit
 
     second = subprocess.Popen([sys.executable, "-m", "app.cli", *worker], env=env, cwd=REPO)
@@ -97,16 +103,16 @@ def test_answer_job_killed_and_resumed_stores_each_item_once(
         finished.error
     )
     ids = [r[0] for r in rows]
-    assert len(ids) == len(set(ids)) == 100
+    assert len(ids) == len(set(ids)) == ITEMS
     for _, answer, probs in rows:
         assert set(probs) == {"A", "B", "C", "D"} and abs(sum(probs.values()) - 1) < 1e-9
         assert answer == max(probs, key=probs.get)
     stored = read_activation_set(data_dir, aset)
-    assert len(stored.instance_ids) == len(set(stored.instance_ids)) == 100
-    assert stored.values.shape == (100, 4, 576)
+    assert len(stored.instance_ids) == len(set(stored.instance_ids)) == ITEMS
+    assert stored.values.shape == (ITEMS, 4, 576)
     # The cleanlab ranker runs on the local model's option probabilities.
     with transaction(factory) as s:
         inputs = rank_inputs(s, "mmlu")
     result = compute_rankers(inputs, ["cleanlab-local"])
     scores = result.scores["cleanlab-local"]
-    assert int((~np.isnan(scores)).sum()) == 100 and float(np.nanmax(scores)) <= 1.0
+    assert int((~np.isnan(scores)).sum()) == ITEMS and float(np.nanmax(scores)) <= 1.0

@@ -11,7 +11,7 @@ The store is seeded once per dialect, not per example: no operation in the schem
 user or deletes data, and the state the fuzz leaves behind (jobs retried and cancelled, votes,
 adjudications, revealed items) is more state for later examples to meet.
 
-Bounded for CI: ``APPELLATE_FUZZ_EXAMPLES`` examples per operation (default 300), with seed
+Bounded for CI: ``APPELLATE_FUZZ_EXAMPLES`` examples per operation (default 150), with seed
 ``APPELLATE_FUZZ_SEED`` (default 0) so a run is reproducible; set another seed to explore.
 """
 
@@ -41,7 +41,7 @@ from tests.support import factories as f
 from tests.support.auth_support import api_client
 from tests.support.fuzz_support import FuzzRequest, Operation, operations, requests
 
-EXAMPLES = int(os.environ.get("APPELLATE_FUZZ_EXAMPLES", "300"))
+EXAMPLES = int(os.environ.get("APPELLATE_FUZZ_EXAMPLES", "150"))
 SEED = int(os.environ.get("APPELLATE_FUZZ_SEED", "0"))
 MODEL = "fuzz-model"
 
