@@ -258,3 +258,21 @@ document.addEventListener("htmx:configRequest", function (ev) {
     block.querySelector(".raw-text").hidden = !raw;
   });
 })();
+
+// The instance page's relabel form: choosing a label set shows its values and takes its
+// version (the one the server checks the label's history against).
+(function () {
+  "use strict";
+  document.addEventListener("change", function (ev) {
+    var select = ev.target;
+    if (!select || select.id !== "relabel-label") { return; }
+    var form = select.form;
+    var option = select.options[select.selectedIndex];
+    form.querySelector("#relabel-version").value = option.getAttribute("data-version");
+    Array.prototype.forEach.call(form.querySelectorAll(".relabel-value"), function (field) {
+      var chosen = field.getAttribute("data-label") === select.value;
+      field.hidden = !chosen;
+      field.querySelector("select").disabled = !chosen;
+    });
+  });
+})();

@@ -5,16 +5,22 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Query, Request
+from sqlalchemy.orm import Session
 from starlette.responses import HTMLResponse
 
 from app.db import transaction
+from app.services.accounts.users import Principal
+from app.services.evidence.benchmarks import get_benchmark
+from app.services.evidence.flips import FLIP_PREFIX
+from app.services.review.queues import default_choices
 from app.services.table.browse import benchmark_view
 from app.services.table.facets import list_benchmarks
 from app.services.table.instance_filter import InstanceFilter
 from app.services.table.instance_sort import TableSort
-from app.services.table.instances import instance_detail
+from app.services.table.instances import InstanceDetail, instance_detail
 from app.sql.cache import VersionedCache
 from app.store import Store
+from app.tables import Role
 from app.web.deps import ReadCache, StoreDep
 from app.web.filters import instance_filter, table_sort
 from app.web.lane import Lane
@@ -105,15 +111,48 @@ def _instance_page(
     sort: TableSort,
     page: int | None,
 ) -> HTMLResponse:
+    return instance_response(request, store, cache, name, external_id, flt, sort, page)
+
+
+def instance_response(
+    request: Request,
+    store: Store,
+    cache: VersionedCache,
+    name: str,
+    external_id: str,
+    flt: InstanceFilter | None = None,
+    sort: TableSort | None = None,
+    page: int | None = None,
+    *,
+    relabel_error: str | None = None,
+    status_code: int = 200,
+) -> HTMLResponse:
+    """The instance page; with ``relabel_error`` shown beside the relabel form (a refusal)."""
     with transaction(store.factory) as session:
         detail = instance_detail(session, name, external_id, flt, cache=cache, sort=sort)
+        choices = relabel_choices(session, request, detail)
     headers = {}
     if is_fragment_request(request):
         headers["HX-Push-Url"] = instance_url(name, external_id, detail.filter, page, detail.sort)
-    return render(
-        request,
-        "instance.html",
-        {"d": detail, "page": page},
-        fragment="_instance.html",
-        headers=headers,
-    )
+    context = {"d": detail, "page": page, "relabel": choices, "relabel_error": relabel_error}
+    response = render(request, "instance.html", context, fragment="_instance.html", headers=headers)
+    response.status_code = status_code
+    return response
+
+
+def relabel_choices(
+    session: Session, request: Request, detail: InstanceDetail
+) -> dict[str, list[str]] | None:
+    """Label set -> the values a reviewer may relabel it to; None for those who may not.
+
+    Derived sets (a judge's flips) are not relabelled: they follow from its judgments.
+    """
+    principal: Principal | None = getattr(request.state, "principal", None)
+    if principal is None or not principal.can(Role.reviewer):
+        return None
+    bench = get_benchmark(session, detail.benchmark)
+    return {
+        s.name: default_choices(session, bench, s.name)
+        for s in detail.labels
+        if not s.name.startswith(FLIP_PREFIX)
+    }

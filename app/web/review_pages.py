@@ -16,6 +16,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from pydantic import BaseModel, Field
 
 from app.db import transaction
+from app.errors import InvalidInput, NotFound
 from app.services.accounts.users import Principal
 from app.services.evidence.comments import MAX_COMMENT
 from app.services.evidence.resolution import ADJUDICATION, VOTE
@@ -29,9 +30,11 @@ from app.services.review.review_actions import (
 )
 from app.services.review.review_views import ItemState, QueueSummary
 from app.store import Store
-from app.tables import Role
+from app.tables import Benchmark, Instance, Role
 from app.web.auth import Annotator, RequireReviewer, Reviewer
 from app.web.deps import ReadCache, StoreDep
+from app.web.job_forms import FormData
+from app.web.pages import instance_response
 from app.web.params import DbCount, DbId
 from app.web.responses import redirect_after_post
 from app.web.routers import json_router, page_router
@@ -374,6 +377,49 @@ def add_instance_comment(
     with transaction(store.write_factory) as session:
         bench_name, external_id = comment_on_instance(session, instance_id, principal, body)
     return redirect_after_post(request, instance_url(bench_name, external_id) + "#comments")
+
+
+@router.post("/instances/{instance_id}/relabel")
+def relabel_instance(
+    request: Request,
+    instance_id: DbId,
+    store: StoreDep,
+    cache: ReadCache,
+    principal: Reviewer,
+    form: FormData,
+) -> Response:
+    """Fix one label from the instance page: an adjudication without a queue (append-only).
+
+    A refusal (a value outside the set's choices, no reason) is shown beside the form with a
+    422; a label changed since the page was loaded, with a 409.
+    """
+    with transaction(store.factory) as session:
+        inst = session.get(Instance, instance_id)
+        if inst is None:
+            raise NotFound(f"no instance {instance_id}")
+        bench_name = session.get_one(Benchmark, inst.benchmark_id).name
+        external_id = inst.external_id
+    try:
+        if not form.get("version", "").isdigit():
+            raise InvalidInput("the page's label version is missing: reload it", field="version")
+        version = int(form["version"])
+        with transaction(store.write_factory) as session:
+            queues.relabel(
+                session, instance_id, form.get("label", ""), principal,
+                value=form.get("value", ""), seen_version=version, reason=form.get("reason", ""),
+            )  # fmt: skip
+    except InvalidInput as exc:
+        return instance_response(
+            request, store, cache, bench_name, external_id,
+            relabel_error=exc.message, status_code=422,
+        )  # fmt: skip
+    except queues.StaleWrite as stale:
+        return instance_response(
+            request, store, cache, bench_name, external_id,
+            relabel_error=stale.message,
+            status_code=409,
+        )  # fmt: skip
+    return redirect_after_post(request, instance_url(bench_name, external_id) + "#labels")
 
 
 # ----------------------------------------------------------------------------- REST

@@ -27,6 +27,7 @@ from app.tables import (
     AuthToken,
     Comment,
     Detector,
+    Instance,
     Job,
     LabelEvent,
     ReviewQueue,
@@ -201,6 +202,52 @@ def test_instance_note_form(admin: Any, served: tuple[str, Store]) -> None:
     expect(admin.locator("#comments")).to_contain_text("the key looks <b>wrong</b>")
     with transaction(store.factory) as s:
         assert s.scalar(select(Comment.author).where(Comment.body.like("the key looks%"))) == ADMIN
+
+
+def test_instance_relabel_form(browser: Any, served: tuple[str, Store]) -> None:
+    """Issue 21 item 4: a reviewer fixes one label from its page, without a queue."""
+    url, store = served
+    context = signed_in_context(browser, url, store.settings, role="admin")
+    admin, other = context.new_page(), context.new_page()
+    problems: list[str] = []
+    for pg in (admin, other):
+        pg.set_default_timeout(15_000)
+        pg.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        pg.on("pageerror", lambda e: problems.append(str(e)))
+    page = f"{url}/benchmarks/{f.PAIRWISE}/instances/pair%2F002"
+    admin.goto(page)
+    # No reason: refused beside the form (the browser's own check is lifted, as a script would).
+    admin.locator("#relabel-form input[name=reason]").evaluate("e => e.removeAttribute('required')")
+    submit_form(admin, "instance-relabel", {"label": "reference", "value": "A"}, refused=422)
+    expect(admin.locator("#relabel-error")).to_contain_text("reason")
+    # A second page, loaded now, is stale once the first one relabels.
+    other.goto(page)
+    fix = {"label": "reference", "value": "A", "reason": "B is wrong"}
+    submit_form(admin, "instance-relabel", fix)
+    reference = admin.locator("#labels summary", has_text="reference")
+    expect(reference).to_contain_text("→ A")
+    expect(admin.locator("#labels")).to_contain_text("B is wrong")
+    submit_form(other, "instance-relabel", {"label": "reference", "value": "B", "reason": "no, B"},
+                refused=409)  # fmt: skip
+    expect(other.locator("#relabel-error")).to_contain_text("changed since you opened it")
+    context.close()
+    # The two refusals, and nothing else, were errors.
+    assert sorted(problems) == sorted(
+        f"Failed to load resource: the server responded with a status of {status}"
+        for status in ("409 (Conflict)", "422 (Unprocessable Entity)")
+    )
+    with transaction(store.factory) as s:
+        events = s.execute(
+            select(LabelEvent.value, LabelEvent.source, LabelEvent.author, LabelEvent.reason)
+            .join(Instance, Instance.id == LabelEvent.instance_id)
+            .where(Instance.external_id == "pair/002", LabelEvent.label_name == "reference")
+            .order_by(LabelEvent.id)
+        ).all()
+    # Appended: the import's B is still there, the fix comes after it, no refusal wrote.
+    assert [tuple(e) for e in events] == [
+        ("B", "import", "", ""),
+        ("A", "adjudication", "browser-admin", "B is wrong"),
+    ]
 
 
 # --- jobs ---------------------------------------------------------------------------------------

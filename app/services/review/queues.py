@@ -21,6 +21,7 @@ from app.errors import Conflict, InvalidInput, NotFound
 from app.services.accounts.users import Principal
 from app.services.evidence.answer_matrix import ANSWER_LABEL
 from app.services.evidence.benchmarks import bump_data_version
+from app.services.evidence.labels import label_names
 from app.services.evidence.outcomes import UNANSWERABLE, is_unanswerable
 from app.services.evidence.resolution import ADJUDICATION, VOTE, Resolution, fold, latest_events
 from app.services.table.facets import benchmark_facets
@@ -535,29 +536,55 @@ def record(
     check_may_work(session, queue, principal)
     if not in_queue(session, queue, instance_id):
         raise InvalidInput(f"instance {instance_id} is not in queue {queue.name!r}", field="item")
-    if value is not None and value not in queue.choices:
-        bench = session.get_one(Benchmark, queue.benchmark_id)
-        if not takes_typed_answers(bench, queue.label_name):
-            raise InvalidInput(
-                f"value {value!r} is not one of {', '.join(map(str, queue.choices))}",
-                field="value",
-            )
-        if not value.strip() or len(value) > MAX_LABEL_LENGTH:
-            raise InvalidInput(
-                f"a typed answer needs 1 to {MAX_LABEL_LENGTH} characters", field="value"
-            )
+    bench = session.get_one(Benchmark, queue.benchmark_id)
+    _check_value(bench, queue.label_name, queue.choices, value)
+    return _append(
+        session, instance_id, queue.label_name, principal,
+        kind=kind, value=value, seen_version=seen_version, reason=reason, tags=tags,
+    )  # fmt: skip
+
+
+def _check_value(
+    bench: Benchmark, label_name: str, choices: Sequence[str], value: str | None
+) -> None:
+    """InvalidInput unless ``value`` is one of ``choices`` (or a typed answer where allowed)."""
+    if value is None or value in choices:
+        return
+    if not takes_typed_answers(bench, label_name):
+        raise InvalidInput(
+            f"value {value!r} is not one of {', '.join(map(str, choices))}", field="value"
+        )
+    if not value.strip() or len(value) > MAX_LABEL_LENGTH:
+        raise InvalidInput(
+            f"a typed answer needs 1 to {MAX_LABEL_LENGTH} characters", field="value"
+        )
+
+
+def _append(
+    session: Session,
+    instance_id: int,
+    label_name: str,
+    principal: Principal,
+    *,
+    kind: str,
+    value: str | None,
+    seen_version: int,
+    reason: str,
+    tags: Sequence[str],
+) -> LabelEvent:
+    """Append a review event if the item's label set is still at ``seen_version``."""
     unknown = sorted(set(tags) - set(DEFECT_TAGS))
     if unknown:
         raise InvalidInput(f"unknown defect tag(s): {', '.join(unknown)}", field="tags")
     if len(reason) > MAX_REASON:
         raise InvalidInput(f"the reason is longer than {MAX_REASON} characters", field="reason")
     inst = _lock_instance(session, instance_id)
-    current = label_version(session, instance_id, queue.label_name)
+    current = label_version(session, instance_id, label_name)
     if current != seen_version:
         raise StaleWrite(instance_id, seen_version, current)
     event = LabelEvent(
         instance_id=instance_id,
-        label_name=queue.label_name,
+        label_name=label_name,
         value=value,
         source=kind,
         author=principal.name,
@@ -568,6 +595,55 @@ def record(
     _bump(session, inst)
     session.flush()
     return event
+
+
+def relabel(
+    session: Session,
+    instance_id: int,
+    label_name: str,
+    principal: Principal,
+    *,
+    value: str,
+    seen_version: int,
+    reason: str,
+    tags: Sequence[str] = (),
+) -> LabelEvent:
+    """Fix one label without a queue: a reviewer's adjudication, appended to the history.
+
+    The same event as a queue's adjudication (so it resolves the label and shows in the
+    changelog with its author and reason), the same stale-version check.
+
+    Raises
+    ------
+    NotAssigned
+        ``principal`` is not a reviewer (or an admin).
+    NotFound
+        No such instance.
+    InvalidInput
+        A label set the benchmark lacks, a value outside its choices, no reason.
+    StaleWrite
+        The label set changed after ``seen_version``.
+
+    """
+    if not principal.can(Role.reviewer):
+        raise NotAssigned("relabelling needs the reviewer role")
+    inst = session.get(Instance, instance_id)
+    if inst is None:
+        raise NotFound(f"no instance {instance_id}")
+    bench = session.get_one(Benchmark, inst.benchmark_id)
+    names = label_names(session, bench.id)
+    if label_name not in names:
+        raise InvalidInput(
+            f"no label set {label_name!r} on {bench.name!r}; choose from {', '.join(names)}",
+            field="label",
+        )
+    if not reason.strip():
+        raise InvalidInput("say why the label changes", field="reason")
+    _check_value(bench, label_name, default_choices(session, bench, label_name), value)
+    return _append(
+        session, instance_id, label_name, principal,
+        kind=ADJUDICATION, value=value, seen_version=seen_version, reason=reason, tags=tags,
+    )  # fmt: skip
 
 
 def undo_last_vote(session: Session, queue: ReviewQueue, principal: Principal) -> int | None:

@@ -58,6 +58,8 @@ class LabelSetHistory(BaseModel):
     resolved: str | None = None
     rule: str = "original"
     votes: dict[str, str] = {}
+    # The highest event id of the set: what a relabel must have seen (a stale one is a 409).
+    version: int = 0
 
 
 class CommentView(BaseModel):
@@ -174,7 +176,7 @@ _INSTANCE = select(
 )
 _EVENT_FIELDS = ("value", "source", "author", "reason", "tags", "created_at")
 _HISTORY = (
-    select(LabelEvent.label_name, *(getattr(LabelEvent, f) for f in _EVENT_FIELDS))
+    select(LabelEvent.label_name, LabelEvent.id, *(getattr(LabelEvent, f) for f in _EVENT_FIELDS))
     .where(LabelEvent.instance_id == _BY_INSTANCE)
     .order_by(LabelEvent.id)
 )
@@ -249,10 +251,12 @@ def instance_detail(
     by_instance = {"instance_id": inst.id}
 
     histories: dict[str, list[LabelEventView]] = {}
-    for name, *event in conn.execute(_HISTORY, by_instance):
+    versions: dict[str, int] = {}
+    for name, event_id, *event in conn.execute(_HISTORY, by_instance):
         histories.setdefault(name, []).append(
             LabelEventView.model_validate(dict(zip(_EVENT_FIELDS, event, strict=True)))
         )
+        versions[name] = event_id  # ordered by id: the last is the highest
     rows = latest_events(session, [inst.id], list(histories))
     resolved = {name: res for (_, name), (_, res) in fold(rows, REVIEW_K).items()}
     labels = [
@@ -263,6 +267,7 @@ def instance_detail(
             resolved=resolved[name].resolved,
             rule=resolved[name].rule,
             votes=resolved[name].votes,
+            version=versions[name],
         )
         for name, events in sorted(histories.items())
     ]
