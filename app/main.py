@@ -34,6 +34,7 @@ from app.web import (
     probes_pages,
     report_pages,
     review_pages,
+    upload_pages,
 )
 from app.web.auth import RequireReviewer
 from app.web.errors import install_error_handlers
@@ -147,6 +148,9 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.templates = make_templates()
     app.state.read_cache = VersionedCache()
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    # Admins only (each route requires the role): annotators and reviewers get 403. First:
+    # /benchmarks/new must not be read as the page of a benchmark called "new".
+    app.include_router(upload_pages.router)
     # The dashboard shows labels and detector outputs: reviewers and admins read it; annotators
     # work in review queues only (where blind mode hides both). Mutations check CSRF too.
     for router in (

@@ -32,6 +32,8 @@ class Settings(BaseSettings):
     # Labelled items up to which the metrics page computes a missing result in the request;
     # above, a compute_metrics job does (app.services.metrics.metric_results).
     metrics_inline_items: int = Field(default=50_000, ge=0)
+    # The largest file the New benchmark page accepts (bytes); bigger ones go through the CLI.
+    upload_max_bytes: int = Field(default=512 * 2**20, ge=1)
 
     @property
     def resolved_database_url(self) -> str:
