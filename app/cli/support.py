@@ -7,10 +7,11 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 import typer
+from sqlalchemy import make_url
 from sqlalchemy.orm import Session
 
 from app.db import transaction
-from app.errors import AppellateError
+from app.errors import AppellateError, NotFound
 from app.settings import Settings
 from app.store import Store
 
@@ -39,15 +40,25 @@ def fmt_num(value: float | None) -> str:
 
 def in_store(work: Callable[[Session], T]) -> T:
     """Run ``work(session)`` in one transaction; a domain error prints one line and exits 2."""
-    store = Store.open(Settings())
+    settings = Settings()
+    store = Store.open(settings)
     try:
         with transaction(store.factory) as session:
             return work(session)
+    except NotFound as exc:
+        # Most often the wrong store (another directory, another APPELLATE_DATABASE_URL).
+        typer.echo(f"error: {exc} (in the store {store_name(settings)})", err=True)
+        raise typer.Exit(2) from None
     except AppellateError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     finally:
         store.close()
+
+
+def store_name(settings: Settings) -> str:
+    """The store's URL as a user can recognise it, without its password."""
+    return make_url(settings.resolved_database_url).render_as_string(hide_password=True)
 
 
 def echo_rows(

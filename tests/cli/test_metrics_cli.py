@@ -6,7 +6,7 @@ import json
 
 import pytest
 import typer
-from sqlalchemy import select
+from sqlalchemy import make_url, select
 from sqlalchemy.orm import Session, sessionmaker
 from typer.testing import CliRunner
 
@@ -130,3 +130,16 @@ def test_errors_exit_2(runner: CliRunner, cli: typer.Typer, args: list[str], mes
     result = runner.invoke(cli, [*args, "--json"])
     assert result.exit_code == 2
     assert message in result.stderr and result.stdout == ""
+
+
+def test_an_unknown_benchmark_names_the_store_without_its_password(
+    runner: CliRunner, cli: typer.Typer, cli_store: Settings
+) -> None:
+    """Issue 21 item 11: a benchmark not found is most often a command run on another store."""
+    result = runner.invoke(cli, ["metrics", "no-such-bench"])
+    assert result.exit_code == 2
+    url = make_url(cli_store.resolved_database_url)
+    assert "no benchmark named 'no-such-bench'" in result.output
+    assert f"(in the store {url.render_as_string(hide_password=True)})" in result.output
+    if url.password:
+        assert url.password not in result.output
