@@ -29,10 +29,16 @@ SAME_WORKER = "browser-and-forms-inventory"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put the browser tests and the forms inventory in one xdist group."""
+    """Put the browser tests and the forms inventory in one xdist group; slow tests first.
+
+    The tests marked ``slow`` (minutes each: the real model, worker kills, fuzzing) start
+    first, so that the many short ones fill the workers' time around them instead of one
+    worker finishing a long test alone at the end (the order is otherwise kept).
+    """
     for item in items:
         if item.get_closest_marker("browser") or item.path.name == "test_forms_inventory.py":
             item.add_marker(pytest.mark.xdist_group(SAME_WORKER))
+    items[:] = sorted(items, key=lambda item: item.get_closest_marker("slow") is None)
 
 
 REPO = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import Query
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, FiniteFloat
 
 from app.services.table.filter_query import filter_from_params
 from app.services.table.instance_filter import FlipState, InstanceFilter
@@ -40,13 +40,9 @@ FlipParam = _optional(
     "order is invalid).",
 )
 ScoreDetectorParam = _optional(str, "Detector that the score range refers to.")
-# Finite: nan, inf and 1e309 are a 422 naming the parameter (the page answered 500).
-ScoreMinParam = Annotated[
-    float | None, Blank, Query(description="Lowest score kept (inclusive).", allow_inf_nan=False)
-]
-ScoreMaxParam = Annotated[
-    float | None, Blank, Query(description="Highest score kept (inclusive).", allow_inf_nan=False)
-]
+# Finite (blank: no bound): nan, inf and 1e309 are a 422 naming it (the page answered 500).
+ScoreMinParam = _optional(FiniteFloat, "Lowest score kept (inclusive).")
+ScoreMaxParam = _optional(FiniteFloat, "Highest score kept (inclusive).")
 
 
 async def instance_filter(

@@ -225,7 +225,13 @@ ANNOTATOR_ROUTES = {
     "/queues/{queue_id}/items/{instance_id}/comments",
     "/api/queues/{queue_id}/votes",
 }
-ADMIN_ROUTES = {"/admin/users", "/admin/users/{name}/link", "/admin/users/{name}/role"}
+ADMIN_ROUTES = {
+    "/admin/users",
+    "/admin/users/{name}/link",
+    "/admin/users/{name}/role",
+    "/benchmarks/new",
+    "/benchmarks/new/{upload}",
+}
 # Signed-out forms, protected by the double-submit login cookie (tests/accounts/test_auth.py).
 PUBLIC_ROUTES = {"/login", "/signin/{secret}"}
 
@@ -263,6 +269,7 @@ def test_every_mutating_route_checks_role_and_csrf(store: Store, settings: Setti
         "name": f.PAIRWISE,
         "token_id": 1,
         "secret": "x",
+        "upload": "0" * 32,
     }
     clients = {
         role: _login(settings, f"u-{role}", role) for role in ("annotator", "reviewer", "admin")

@@ -41,6 +41,8 @@ from tests.support import factories as f
 from tests.support.auth_support import api_client
 from tests.support.fuzz_support import FuzzRequest, Operation, operations, requests
 
+pytestmark = pytest.mark.slow
+
 EXAMPLES = int(os.environ.get("APPELLATE_FUZZ_EXAMPLES", "150"))
 SEED = int(os.environ.get("APPELLATE_FUZZ_SEED", "0"))
 MODEL = "fuzz-model"

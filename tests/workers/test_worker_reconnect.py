@@ -31,6 +31,8 @@ from app.tables import Judgment
 from tests.conftest import DATA, PG_ADMIN_URL, REPO
 from tests.support.job_support import register_tiny, store_on
 
+pytestmark = pytest.mark.slow
+
 PAIRS = sorted((DATA / "judgebench").glob("dataset=judgebench,*.jsonl"))[0]
 APP_NAME = "appellate-reconnect-test"
 # Long enough that a worker retrying through a cut never loses its lease on a loaded machine.

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 import typer
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from app.cli.support import echo_rows, in_store
@@ -288,6 +289,29 @@ def extract(
     )
 
 
+def open_when_reachable(
+    settings: Settings, *, budget_s: float, log: Callable[[str], None]
+) -> Store:
+    """Open (and migrate) the store, retrying for ``budget_s`` while the database is away.
+
+    A worker started during an outage (or cut off while it migrates) waits for the database as
+    a running one does, instead of exiting.
+    """
+    from workers.runner import RETRY_MAX_S, is_transient
+
+    deadline = time.monotonic() + budget_s
+    pause = 0.5
+    while True:
+        try:
+            return Store.open(settings)
+        except DBAPIError as exc:
+            if not is_transient(exc) or time.monotonic() + pause > deadline:
+                raise
+            log(f"worker: database unreachable at start-up, retrying: {str(exc.orig)[:120]}")
+        time.sleep(pause)
+        pause = min(2 * pause, RETRY_MAX_S)
+
+
 def worker(
     device: Annotated[str, typer.Option("--device", help="auto, cpu or cuda:N.")] = "auto",
     once: Annotated[bool, typer.Option("--once", help="Exit when the queue is empty.")] = False,
@@ -304,14 +328,18 @@ def worker(
         handlers = known_kinds(_handlers(), kinds.split(",") if kinds else None)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--kinds") from None
-    store = Store.open(Settings())
+
+    def log(line: str) -> None:
+        typer.echo(line, err=True)
+
+    store = open_when_reachable(Settings(), budget_s=max(lease_seconds, 60.0), log=log)
     runner = Worker(
         store,
         handlers,
         device=device,
         lease_seconds=lease_seconds,
         poll_seconds=poll_seconds,
-        log=lambda line: typer.echo(line, err=True),
+        log=log,
     )
     _stop_on_signals(runner.shutdown)
     typer.echo(f"worker: kinds {sorted(handlers)}, device {device}", err=True)
