@@ -77,19 +77,19 @@ def test_judge_wait_makes_every_judgment_with_activations_and_flips(
     user_env: dict[str, str], settings: Settings, engine: Any, data_dir: Path
 ):
     out = _appellate(
-        user_env, "judge", "judgebench", "--model", "smollm2", "--limit", "8",
-        "--repeat-subset", "3", "--wait",
+        user_env, "judge", "judgebench", "--model", "smollm2", "--limit", "4",
+        "--repeat-subset", "2", "--wait",
     )  # fmt: skip
     job = json.loads(out[out.index("{") :])
     assert job["status"] == "done" and job["params"]["mode"] == "calibrated"
     result = job["result"]
-    assert result["judgments"] == 19
-    assert result["by_order"] == {"AB": 8, "BA": 8, "AB-repeat": 3}
-    assert result["repeat_control"] == {"compared": 3, "changed": 0}
-    assert result["retained_pairs"] == 8
+    assert result["judgments"] == 10
+    assert result["by_order"] == {"AB": 4, "BA": 4, "AB-repeat": 2}
+    assert result["repeat_control"] == {"compared": 2, "changed": 0}
+    assert result["retained_pairs"] == 4
     factory = session_factory(engine)
     with transaction(factory) as s:
-        assert s.scalar(select(func.count()).select_from(Judgment)) == 19
+        assert s.scalar(select(func.count()).select_from(Judgment)) == 10
         flips = s.scalar(
             select(func.count()).where(LabelEvent.label_name == "flip:smollm2/calibrated")
         )
@@ -100,15 +100,15 @@ def test_judge_wait_makes_every_judgment_with_activations_and_flips(
             .where(Judgment.order == "AB")
             .order_by(Instance.id)
         )
-    assert flips == 8
+    assert flips == 4
     arr = read_activation_set(data_dir, aset)
-    assert arr.values.shape == (8, 4, 576) and arr.layers == [8, 15, 23, 29]
+    assert arr.values.shape == (4, 4, 576) and arr.layers == [8, 15, 23, 29]
 
     with api_client(settings.model_copy(update={"data_dir": data_dir})) as client:
         page = client.get(f"/jobs/{job['id']}")
         inst = client.get(f"/benchmarks/judgebench/instances/{first_ab}")
     assert page.status_code == 200
-    assert "19" in page.text and "done" in page.text and "smollm2/calibrated" in page.text
+    assert "10" in page.text and "done" in page.text and "smollm2/calibrated" in page.text
     assert inst.status_code == 200
     assert "smollm2/calibrated" in inst.text and SET in inst.text
 
@@ -117,7 +117,7 @@ def test_sigkill_mid_job_then_restart_finishes_every_unit_exactly_once(
     user_env: dict[str, str], engine: Any, data_dir: Path
 ):
     factory = session_factory(engine)
-    _appellate(user_env, "judge", "judgebench", "--model", "smollm2", "--limit", "6",
+    _appellate(user_env, "judge", "judgebench", "--model", "smollm2", "--limit", "4",
                "--batch-size", "1")  # fmt: skip
     with transaction(factory) as s:
         (job,) = job_queue.list_jobs(s)
@@ -136,7 +136,7 @@ def test_sigkill_mid_job_then_restart_finishes_every_unit_exactly_once(
     with transaction(factory) as s:
         killed = job_queue.get_job(s, job.id)
         written = s.scalar(select(func.count()).select_from(Judgment))
-    assert killed.status == "running" and 3 <= killed.progress_done < 12, killed.progress_done
+    assert killed.status == "running" and 3 <= killed.progress_done < 8, killed.progress_done
     assert written == killed.progress_done  # progress and results share each batch's commit
 
     second = subprocess.Popen([sys.executable, "-m", "app.cli", *worker], env=user_env, cwd=REPO)
@@ -155,6 +155,6 @@ def test_sigkill_mid_job_then_restart_finishes_every_unit_exactly_once(
         aset = get_activation_set(s, SET)
     # The killed worker's claim is a lost lease, not a failed attempt of the job's code.
     assert (finished.status, finished.attempts, finished.lease_losses) == ("done", 1, 1)
-    assert len(keys) == len(set(keys)) == 12
+    assert len(keys) == len(set(keys)) == 8
     ids = read_activation_set(data_dir, aset).instance_ids
-    assert len(ids) == len(set(ids)) == 6
+    assert len(ids) == len(set(ids)) == 4
