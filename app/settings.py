@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     metrics_inline_items: int = Field(default=50_000, ge=0)
     # The largest file the New benchmark page accepts (bytes); bigger ones go through the CLI.
     upload_max_bytes: int = Field(default=512 * 2**20, ge=1)
+    # Proxies whose X-Forwarded-For is believed (uvicorn's forwarded_allow_ips, e.g.
+    # "10.0.0.5" or "*"); empty: none, the peer's address is the client's (sign-in throttle).
+    forwarded_allow_ips: str = ""
 
     @property
     def resolved_database_url(self) -> str:

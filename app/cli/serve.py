@@ -105,6 +105,17 @@ class _Stop:
             return child.wait()
 
 
+def proxy_options(settings: Settings) -> dict[str, Any]:
+    """Uvicorn's forwarded-header options: trusted only from ``settings.forwarded_allow_ips``.
+
+    uvicorn trusts ``X-Forwarded-For`` from loopback peers by default, so anyone reaching a
+    server behind no proxy could pick the address the sign-in throttle counts under. With no
+    proxy configured (the default) the peer's own address is the client's.
+    """
+    ips = settings.forwarded_allow_ips.strip()
+    return {"proxy_headers": bool(ips), "forwarded_allow_ips": ips or None}
+
+
 def _run_server(settings: Settings, host: str, port: int, workers: int, stop: _Stop) -> None:
     # Imported here so that import-only CLI commands do not pay for the web stack.
     import uvicorn
@@ -119,11 +130,14 @@ def _run_server(settings: Settings, host: str, port: int, workers: int, stop: _S
             port=port,
             workers=workers,
             log_level="warning",
+            **proxy_options(settings),
         )
         return
     from app.main import create_app
 
-    config = uvicorn.Config(create_app(settings), host=host, port=port, log_level="warning")
+    config = uvicorn.Config(
+        create_app(settings), host=host, port=port, log_level="warning", **proxy_options(settings)
+    )
     server = uvicorn.Server(config)
     stop.server = server  # a signal from now on ends it, even before it starts serving
     if not stop.received:
