@@ -7,8 +7,6 @@ filtered instances in external-id order).
 
 from __future__ import annotations
 
-from urllib.parse import parse_qs
-
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -17,7 +15,7 @@ from app.services.disagreements.disagreement_query import parse_disagreement_que
 from app.services.disagreements.lists import find_disagreements
 from app.services.evidence.labels import benchmark_label
 from app.services.table.facets import benchmark_facets
-from app.services.table.filter_query import parse_filter_query
+from app.services.table.filter_query import parse_filter_query, parse_query
 from app.services.table.instance_filter import filter_conditions, resolve_filter
 from app.tables import Benchmark, Instance
 
@@ -60,7 +58,7 @@ def disagreement_ids(session: Session, bench: Benchmark, query: str) -> tuple[li
     sets a limit.
     """
     try:
-        parsed = parse_disagreement_query(parse_qs(query.rpartition("?")[2]))
+        parsed = parse_disagreement_query(parse_query(query, keep_blank=False))
         label = benchmark_label(session, bench.id, parsed.label)
         limited = parsed.with_label(label).with_limit(parsed.limit or DEFAULT_LIMIT)
         found = find_disagreements(session, bench.name, limited)

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from app.errors import InvalidInput
 from app.services.table.instance_filter import InstanceFilter, LabelCondition, SliceCondition
+from app.sql.storable import printable, unstorable
 
 __all__ = [
     "FILTER_LIST_PARAMS",
@@ -127,8 +128,28 @@ def parse_filter_query(query: str) -> InstanceFilter:
         An unknown parameter or a value the page would refuse.
 
     """
-    _, _, qs = query.rpartition("?")
-    return filter_from_mapping(parse_qs(qs, keep_blank_values=True))
+    return filter_from_mapping(parse_query(query))
+
+
+def parse_query(query: str, *, keep_blank: bool = True) -> dict[str, list[str]]:
+    """The parameters of a URL or query string, each decoded value checked like a request's.
+
+    A filter passed inside a parameter (an export's, a changelog's, a new queue's) is decoded
+    a second time here: ``%2500`` arrives as ``%00`` and becomes a NUL character only now, after
+    the request's own text was checked, so the check is repeated on what decoding gives.
+
+    Raises
+    ------
+    InvalidInput
+        A name or value that cannot be stored (a NUL character, a lone surrogate).
+
+    """
+    params = parse_qs(query.rpartition("?")[2], keep_blank_values=keep_blank)
+    for name, values in params.items():
+        for text in (name, *values):
+            if reason := unstorable(text):
+                raise InvalidInput(f"{printable(name)}: {reason}", field=printable(name))
+    return params
 
 
 def filter_from_mapping(params: Mapping[str, Sequence[str]]) -> InstanceFilter:
