@@ -30,7 +30,7 @@ from app.ingest.values import (
 from app.ingest.writer import DEFAULT_CHUNK_ROWS, record_import, write_records
 from app.services.evidence.benchmarks import BenchmarkNotes, ensure_benchmark
 from app.services.evidence.choices import option_letter, option_letters, parse_options
-from app.services.evidence.detectors import ensure_detector
+from app.services.evidence.detectors import ensure_detectors
 from app.services.evidence.graders import parse_grader, set_grader
 from app.sql.storable import MAX_LABEL_LENGTH
 from app.tables import BenchmarkKind
@@ -258,6 +258,10 @@ class _RowMapper:
             row.convert(column, answer_text)
 
 
+MAX_DETECTORS_PER_IMPORT = 1000
+"""Detectors one file may create (a CSV with 100,000 stray columns made 100,000)."""
+
+
 def import_spec(
     session: Session,
     path: str | os.PathLike[str],
@@ -279,13 +283,22 @@ def import_spec(
     if spec.grader is not None:
         set_grader(session, target, spec.grader)
 
+    many = len(spec.scores) + len(spec.answers)
+    if many > MAX_DETECTORS_PER_IMPORT:
+        raise InvalidInput(
+            f"{many:,} score and answer columns make {many:,} detectors; one import makes at "
+            f"most {MAX_DETECTORS_PER_IMPORT:,} (are the extra columns meant as data?)",
+            file=file,
+            line=1,
+            field="columns",
+        )
+
     def detector_ids(columns: Mapping[str, str], kind: str) -> dict[str, int]:
-        return {
-            name: ensure_detector(
-                session, name, kind, details={"imported_from": Path(path).name, "column": col}
-            ).id
-            for name, col in columns.items()
+        source = Path(path).name
+        wanted = {
+            name: (kind, {"imported_from": source, "column": c}) for name, c in columns.items()
         }
+        return ensure_detectors(session, wanted)
 
     detectors = detector_ids(spec.scores, "external")
     answerers = detector_ids(spec.answers, "model")

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import Engine, event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 from typer.testing import CliRunner
 
@@ -15,7 +15,7 @@ from app.cli.imports import import_app
 from app.db import transaction
 from app.errors import Conflict, InvalidInput
 from app.ingest.mmlu_redux import import_mmlu_redux
-from app.ingest.table import import_table
+from app.ingest.table import MAX_DETECTORS_PER_IMPORT, import_table
 from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.graders import benchmark_grader
 from app.settings import Settings
@@ -274,3 +274,49 @@ def test_answer_table_with_a_grader_through_the_cli(
     # Another grader for the same benchmark is refused.
     again = CliRunner().invoke(import_app, [*args[:-2], "--grader", "exact"])
     assert again.exit_code == 2 and "grades answers with 'numeric'" in again.output
+
+
+def _wide_mmlu(path: Path, models: int) -> Path:
+    """An MMLU-Redux subject file of two rows with ``models`` model columns."""
+    names = [f"model-{k:05d}" for k in range(models)]
+    rows = [
+        {"question": f"Q{i}?", "choices": "['a', 'b', 'c', 'd']", "answer": "1",
+         "error_type": "ok", **{n: "A" for n in names}}
+        for i in range(2)
+    ]  # fmt: skip
+    return _write_csv(path, rows)
+
+
+def test_a_file_with_too_many_model_columns_is_refused_and_changes_nothing(
+    factory: sessionmaker[Session], tmp_path: Path
+) -> None:
+    """Issue 21 item 17: 100,000 stray columns made 100,000 detectors, one INSERT each."""
+    path = _wide_mmlu(tmp_path / "wide.csv", MAX_DETECTORS_PER_IMPORT + 1)
+    before = table_counts(factory)
+    with pytest.raises(InvalidInput) as err, transaction(factory) as session:
+        import_mmlu_redux(session, [path], "wide")
+    assert (err.value.file, err.value.line, err.value.field) == (str(path), 1, "columns")
+    assert f"at most {MAX_DETECTORS_PER_IMPORT:,}" in err.value.message
+    assert table_counts(factory) == before
+
+
+def test_many_model_columns_become_detectors_in_one_batched_write(
+    factory: sessionmaker[Session], engine: Engine, tmp_path: Path
+) -> None:
+    path = _wide_mmlu(tmp_path / "many.csv", 300)
+    inserts: list[str] = []
+
+    def count(conn: object, cursor: object, statement: str, *args: object) -> None:
+        if statement.lstrip().upper().startswith("INSERT INTO DETECTORS"):
+            inserts.append(statement)
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        with transaction(factory) as session:
+            import_mmlu_redux(session, [path], "many")
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    with factory() as session:
+        assert session.scalar(select(func.count()).select_from(Detector)) == 300
+        assert session.scalar(select(func.count()).select_from(Prediction)) == 600
+    assert 1 <= len(inserts) <= 3, len(inserts)  # batches, not one statement per detector

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
+from app.sql.bulk import one_of
 from app.sql.lookup import ensure_named
 from app.tables import Detector
 
@@ -39,3 +42,38 @@ def ensure_detector(
         raise ValueError(f"unknown detector kind {kind!r}")
     new = {"kind": kind, "description": description, "details": details or {}}
     return ensure_named(session, Detector, name, {}, new)
+
+
+def ensure_detectors(
+    session: Session, wanted: Mapping[str, tuple[str, dict[str, Any]]]
+) -> dict[str, int]:
+    """Ids of the detectors named in ``wanted`` (``{name: (kind, details)}``), new ones created.
+
+    One read of those that exist and one batched insert of the rest (not one statement per
+    detector: an import with many model columns made thousands). Existing detectors keep
+    their kind and details, as with :func:`ensure_detector`.
+
+    Raises
+    ------
+    ValueError
+        If a kind is not one of ``DETECTOR_KINDS``.
+
+    """
+    for kind, _details in wanted.values():
+        if kind not in DETECTOR_KINDS:
+            raise ValueError(f"unknown detector kind {kind!r}")
+    names = list(wanted)
+    ids: dict[str, int] = {}
+    if names:
+        found = select(Detector.name, Detector.id).where(one_of(session, Detector.name, names))
+        ids = {name: int(did) for name, did in session.execute(found)}
+    new = [
+        {"name": name, "kind": kind, "description": "", "details": details}
+        for name, (kind, details) in wanted.items()
+        if name not in ids
+    ]
+    if new:
+        # An ORM bulk INSERT: batched statements (insertmanyvalues) with RETURNING.
+        made = session.execute(insert(Detector).returning(Detector.name, Detector.id), new)
+        ids.update({name: int(did) for name, did in made})
+    return ids
