@@ -471,3 +471,31 @@ def test_instance_page_shows_resolution_history_and_notes(store: Store, settings
     # k = 2 on the instance page: one vote shows in the history but does not resolve yet.
     assert "vote" in page and "rita" in page
     assert "see &lt;img src=x onerror=alert(9)&gt;" in page and "<img src=x" not in page
+
+
+def test_a_finished_queue_says_so_and_its_instructions_are_markdown(
+    store: Store, settings: Settings
+) -> None:
+    """Issue 21 item 3: "Annotate next item" stayed on a queue with nothing left to annotate."""
+    reviewer, rcsrf = _login(settings, "rita", "reviewer")
+    instructions = "**Check the key** first.\n\n- one\n- two <script>alert(9)</script>"
+    qid = _make_queue(
+        reviewer, rcsrf, query="q=zebra", overlap_k="1", instructions=instructions
+    )  # one item
+    ann, acsrf = _login(settings, "ann", "annotator")
+    page = ann.get(f"/queues/{qid}").text
+    assert 'id="annotate"' in page and 'id="queue-done"' not in page
+    assert "<strong>Check the key</strong>" in page and "<li>one</li>" in page
+    assert "<script>alert(9)" not in page and "&lt;script&gt;alert(9)" in page
+    iid, version = _item_form(ann, f"/queues/{qid}/next")
+    voted = ann.post(
+        f"/queues/{qid}/items/{iid}/vote",
+        data={"csrf_token": acsrf, "value": "A", "version": version},
+        follow_redirects=False,
+    )
+    assert voted.status_code == 303, voted.text
+    done = ann.get(f"/queues/{qid}/next")  # nothing left: back to the queue page
+    assert done.url.path == f"/queues/{qid}" and done.url.params.get("done") == "1"
+    assert 'id="queue-done"' in done.text and 'id="annotate"' not in done.text
+    # The reviewer has voted on nothing, but the item has its one vote: done for them too.
+    assert 'id="queue-done"' in reviewer.get(f"/queues/{qid}").text

@@ -112,6 +112,8 @@ class QueuePage:
     assignees: list[str]
     items: list[QueueItemRow]
     agreement: dict[str, Any] | None = None
+    # Whether any item is left for this user to vote on (False: the queue is done for them).
+    has_next: bool = True
 
 
 def queue_page(session: Session, queue_id: int, principal: Principal) -> QueuePage:
@@ -130,11 +132,12 @@ def queue_page(session: Session, queue_id: int, principal: Principal) -> QueuePa
     assert bench is not None
     progress = queues.progress(session, queue)
     people = queues.assignees(session, queue)
+    has_next = queues.next_item(session, queue, principal) is not None
     if not principal.can(Role.reviewer):
-        return QueuePage(queue, bench, progress, people, items=[])
+        return QueuePage(queue, bench, progress, people, items=[], has_next=has_next)
     items = _item_rows(session, queue)
     agreement = queue_agreement(session, queue, resamples=REVIEW_RESAMPLES)
-    return QueuePage(queue, bench, progress, people, items, agreement)
+    return QueuePage(queue, bench, progress, people, items, agreement, has_next=has_next)
 
 
 @dataclass(frozen=True)
