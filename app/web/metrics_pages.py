@@ -168,12 +168,18 @@ class LinkedRow:
     n_url: str
 
 
-def _linked(name: str, field: str | None, row: dict[str, Any]) -> LinkedRow:
+def _linked(name: str, field: str | None, row: dict[str, Any], scored: bool) -> LinkedRow:
+    """Where a row's detector and n lead: its scored items (of its slice) in the table.
+
+    A model's answers are no scores (``scored`` False, an answer report): the table of its
+    slice then, not a score filter the table refuses (every such link answered 422).
+    """
     slices: tuple[SliceCondition, ...] = ()
     if field and row["slice"] not in (None, MACRO, MISSING_SLICE):
         slices = (SliceCondition(field=field, value=row["slice"]),)
-    detector = InstanceFilter(score_detector=row["detector"])
-    n = InstanceFilter(score_detector=row["detector"], slices=slices)
+    by = row["detector"] if scored else None
+    detector = InstanceFilter(score_detector=by)
+    n = InstanceFilter(score_detector=by, slices=slices)
     return LinkedRow(row, benchmark_url(name, detector), benchmark_url(name, n))
 
 
@@ -193,7 +199,8 @@ class Pivot:
 def _matrix(name: str, report: dict[str, Any]) -> tuple[list[LinkedRow], Pivot | None]:
     """The rows of the detectors table (all items) and, with a slice field, the pivot."""
     field = report.get("slice_field")
-    linked = [_linked(name, field, row) for row in report["rows"]]
+    scored = report.get("kind") != ANSWERS_REPORT
+    linked = [_linked(name, field, row, scored) for row in report["rows"]]
     every = [r for r in linked if r.row["slice"] is None]
     if not field:
         return every, None

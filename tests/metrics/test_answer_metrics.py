@@ -7,6 +7,7 @@ or numpy, computed here without the project's code.
 from __future__ import annotations
 
 import csv
+import html
 import json
 import re
 from pathlib import Path
@@ -217,6 +218,15 @@ def test_the_metrics_page_of_a_choice_benchmark(
         api = client.get(
             "/api/benchmarks/mmlu/metrics", params={"label": "reference", "resamples": 50}
         )
+        # Issue 21 item 7: every model's link led to a score filter the table refused (422).
+        table_links = set(re.findall(r'href="(/benchmarks/mmlu(?:\?[^"]*)?)"', page.text))
+        assert table_links
+        broken = {
+            link: status
+            for link in table_links
+            if (status := client.get(html.unescape(link)).status_code) != 200
+        }
+    assert broken == {}
     assert page.status_code == 200 and api.status_code == 200
     header = re.search(r'<table class="grid metric-matrix">.*?</thead>', page.text, re.S)
     assert header is not None and "Accuracy" in header.group(0) and "Macro-F1" in header.group(0)
