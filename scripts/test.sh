@@ -57,13 +57,13 @@ set +e
 # A base temp directory of this checkout's own: pytest prunes old numbered directories under the
 # shared /tmp/pytest-of-$USER, which would pull the rug from under a second run on the machine.
 # --durations and the per-file totals (tests/support/file_durations.py) say where the time goes.
-# One pytest worker per core plus one (the tests wait on servers, subprocesses and PostgreSQL
-# about 40% of the time: two workers left 2 cores 42% idle). Each worker has its own SQLite
-# files and PostgreSQL databases (uuid-named, created and dropped by the fixtures) and its own
-# browser; the browser tests and the forms inventory share one (tests/conftest.py, loadgroup).
-WORKERS="${APPELLATE_TEST_WORKERS:-$(( $(nproc 2>/dev/null || echo 2) + 1 ))}"
+# One pytest worker per core (at least two). Each has its own SQLite files and PostgreSQL
+# databases (uuid-named, created and dropped by the fixtures) and its own browser; the forms
+# inventory checks the submissions of the browser tests its own worker ran. More workers than
+# cores overran the cores once the real-model tests ran side by side.
+WORKERS="${APPELLATE_TEST_WORKERS:-$(nproc 2>/dev/null || echo 2)}"
 if [ "$WORKERS" -lt 2 ]; then WORKERS=2; fi
-.venv/bin/python -m pytest -q -n "$WORKERS" --dist loadgroup --basetemp=.pytest-tmp \
+.venv/bin/python -m pytest -q -n "$WORKERS" --basetemp=.pytest-tmp \
     --durations=30 "$@"
 status=$?
 set -e

@@ -22,25 +22,6 @@ from tests.support.file_durations import (  # noqa: F401
     pytest_terminal_summary,
 )
 
-# With pytest-xdist (``-n``, ``--dist loadgroup``) the browser tests and the forms inventory run
-# on one worker, in file order: the inventory's last check reads which forms this process's
-# browser tests submitted (tests/support/form_support.SUBMITTED).
-SAME_WORKER = "browser-and-forms-inventory"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put the browser tests and the forms inventory in one xdist group; slow tests first.
-
-    The tests marked ``slow`` (minutes each: the real model, worker kills, fuzzing) start
-    first, so that the many short ones fill the workers' time around them instead of one
-    worker finishing a long test alone at the end (the order is otherwise kept).
-    """
-    for item in items:
-        if item.get_closest_marker("browser") or item.path.name == "test_forms_inventory.py":
-            item.add_marker(pytest.mark.xdist_group(SAME_WORKER))
-    items[:] = sorted(items, key=lambda item: item.get_closest_marker("slow") is None)
-
-
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "data"
 DIALECTS = [

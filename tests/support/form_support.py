@@ -20,6 +20,10 @@ from playwright.sync_api import Download, Error, Locator, Page, Response, expect
 
 # form id -> the tests (pytest node ids) that submitted it successfully, in this process.
 SUBMITTED: dict[str, list[str]] = {}
+# The browser tests that ran in this process, as (module path under the repository, function
+# name): filled by tests/browser/conftest.py. Under pytest-xdist the browser tests are spread
+# over the workers: the forms inventory checks the ones its own process ran.
+RAN: set[tuple[str, str]] = set()
 
 # What the browser asked the server for on behalf of the page: not images, styles or scripts.
 _ASKED = frozenset({"document", "xhr", "fetch"})

@@ -7,9 +7,10 @@ scripts in ``static/`` build), each named by its ``data-form`` attribute. Three 
 - every identifier is passed, as a literal, to ``submit_form(page, "ID", ...)`` inside a test
   marked ``browser`` (found by reading the tests' syntax trees), and no test submits an
   identifier the templates lack;
-- when those browser tests ran earlier in this pytest process (a full run: their files sort
-  before this one), every form was really submitted and answered without 4xx/5xx
-  (``tests.support.form_support.SUBMITTED``, filled only after a successful submission).
+- for the browser tests that ran in this pytest process (all of them in a one-process run,
+  those of this worker under pytest-xdist), every form they submit was really submitted and
+  answered without 4xx/5xx (``tests.support.form_support.SUBMITTED``, filled only after a
+  successful submission).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.form_support import SUBMITTED
+from tests.support.form_support import RAN, SUBMITTED
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "templates"
@@ -149,22 +150,20 @@ def test_every_form_has_a_browser_test_that_submits_it() -> None:
     assert not unknown, f"browser tests submit forms the templates lack: {unknown}"
 
 
-def test_the_browser_tests_of_this_run_submitted_their_forms(
-    request: pytest.FixtureRequest,
-) -> None:
-    """Every form whose submitting test ran before this one was submitted without an error."""
-    order: dict[tuple[str, str], int] = {}  # a test's first item (parametrized: several)
-    for k, item in enumerate(request.session.items):
-        order.setdefault((_key(item.path), getattr(item, "originalname", item.name)), k)
-    here = order[(_key(Path(__file__)), request.node.originalname)]
+def test_the_browser_tests_of_this_run_submitted_their_forms() -> None:
+    """Every form whose submitting browser test ran in this process was submitted without error.
+
+    In one process (no xdist) that is every browser test that ran before this one (their
+    folder sorts first); under pytest-xdist, those its worker ran.
+    """
     inventory = {str(form.form_id) for form in app_forms()}
     ran = {
         form_id
         for form_id, tests in submitting_tests().items()
-        if form_id in inventory and any(order.get(t, here) < here for t in tests)
+        if form_id in inventory and any(t in RAN for t in tests)
     }
     if not ran:
-        pytest.skip("no browser test that submits a form ran before this test in this run")
+        pytest.skip("no browser test that submits a form ran in this process")
     not_submitted = sorted(ran - SUBMITTED.keys())
     assert not not_submitted, (
         f"forms whose browser tests ran but did not submit them successfully: {not_submitted}"

@@ -105,7 +105,9 @@ def test_worker_survives_its_connections_being_cut(store: Store, engine: Engine,
     with log.open("wb") as out:
         worker = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=out, stderr=out)
     try:
-        # Idle: the claim loop's connection is cut and its claims fail for the outage.
+        # Idle: once started (the store opened: a cut during start-up is retried there), the
+        # claim loop's connection is cut and its claims fail for the outage.
+        _wait(lambda: "worker: kinds" in log.read_text())
         _wait(lambda: _outage(engine) > 0)
         assert worker.poll() is None, log.read_text()
         params = JudgeParams("jb", "tiny", mode="forced", limit=12, batch_size=1)
