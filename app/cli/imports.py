@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from app.cli.support import in_store
 from app.ingest.alpaca_eval import import_alpaca_eval
 from app.ingest.arena_hard import DEFAULT_BASELINE, import_arena_hard
+from app.ingest.inspect_logs import import_inspect_logs
 from app.ingest.judgebench import import_judgebench
 from app.ingest.mmlu_redux import import_mmlu_redux
 from app.ingest.mtbench import import_mtbench
@@ -242,3 +243,22 @@ def arena_hard_command(
 def alpaca_eval_command(paths: JudgmentPaths, benchmark: BenchmarkOption = None) -> None:
     """AlpacaEval annotations.json: one judgment per pair, in one unrecorded order."""
     _run(lambda s: [import_alpaca_eval(s, paths, benchmark=benchmark or "alpaca-eval")])
+
+
+# Evaluation logs of other harnesses: Inspect AI logs and HELM run folders.
+
+
+@import_app.command("inspect")
+def inspect_command(
+    paths: Annotated[
+        list[Path], typer.Argument(help="Inspect logs (.eval, .json) or folders of them.")
+    ],
+    benchmark: Annotated[
+        str | None,
+        typer.Option(
+            "--benchmark", "-b", help="One benchmark for all logs (default: one per task)."
+        ),
+    ] = None,
+) -> None:
+    """Inspect AI logs: one benchmark per task, one detector per model, every scorer's value."""
+    _run(lambda s: import_inspect_logs(s, paths, benchmark=benchmark))
