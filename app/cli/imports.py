@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from app.cli.support import in_store
 from app.ingest.alpaca_eval import import_alpaca_eval
 from app.ingest.arena_hard import DEFAULT_BASELINE, import_arena_hard
+from app.ingest.helm import import_helm
 from app.ingest.inspect_logs import import_inspect_logs
 from app.ingest.judgebench import import_judgebench
 from app.ingest.mmlu_redux import import_mmlu_redux
@@ -262,3 +263,20 @@ def inspect_command(
 ) -> None:
     """Inspect AI logs: one benchmark per task, one detector per model, every scorer's value."""
     _run(lambda s: import_inspect_logs(s, paths, benchmark=benchmark))
+
+
+@import_app.command("helm")
+def helm_command(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="HELM run folders (or folders of them), scenario_state.json, zips."),
+    ],
+    benchmark: Annotated[
+        str | None,
+        typer.Option(
+            "--benchmark", "-b", help="One benchmark for all runs (default: helm-<scenario>)."
+        ),
+    ] = None,
+) -> None:
+    """HELM multiple-choice runs: one detector per run's model, the correct reference as label."""
+    _run(lambda s: import_helm(s, paths, benchmark=benchmark))

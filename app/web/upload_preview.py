@@ -26,6 +26,10 @@ SIGNATURES: tuple[tuple[str, frozenset[str]], ...] = (
     ("mtbench-judgments", frozenset({"question_id", "model_1", "model_2", "g1_winner"})),
     ("mtbench-judgments", frozenset({"question_id", "model", "judge", "score"})),
     ("alpaca-eval", frozenset({"instruction", "generator_1", "generator_2", "preference"})),
+    # A .json Inspect log is one object; its top-level keys are the preview's columns.
+    ("inspect", frozenset({"version", "status", "eval", "samples"})),
+    # A HELM scenario_state.json, uploaded alone.
+    ("helm", frozenset({"adapter_spec", "request_states"})),
 )
 
 

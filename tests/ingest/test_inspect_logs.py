@@ -329,3 +329,24 @@ def test_command_line(cli_store: object, factory: sessionmaker[Session]) -> None
         )
         assert session.scalar(select(func.count()).select_from(Instance)) == 5
     assert models == {"ollama/qwen2.5:0.5b": 3, "anthropic/claude-sonnet-4-0": 5}
+
+
+def test_the_upload_page_offers_it_and_the_worker_reads_it(
+    factory: sessionmaker[Session],
+) -> None:
+    from app.services.jobs.import_upload import ImportUploadParams
+    from app.web.upload_preview import preview
+    from workers.jobs.import_upload import IMPORT
+
+    assert preview(QWEN).importer == "inspect"
+    params = ImportUploadParams(
+        upload="0" * 32, filename=QWEN.name, importer="inspect", benchmark="uploaded"
+    )
+    params.validate()
+    with transaction(factory) as session:
+        summary = IMPORT["inspect"](session, QWEN, params)
+    assert (summary.benchmark, summary.instances_added, summary.predictions_added) == (
+        "uploaded",
+        3,
+        3,
+    )

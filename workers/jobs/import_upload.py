@@ -12,6 +12,8 @@ from sqlalchemy.orm import Session
 from app.errors import InvalidInput
 from app.ingest.alpaca_eval import import_alpaca_eval
 from app.ingest.arena_hard import import_arena_hard
+from app.ingest.helm import import_helm
+from app.ingest.inspect_logs import import_inspect_logs
 from app.ingest.judgebench import import_judgebench
 from app.ingest.mmlu_redux import import_mmlu_redux
 from app.ingest.mtbench_judgments import import_mtbench_judgments
@@ -36,12 +38,17 @@ def _table(session: Session, path: Path, p: ImportUploadParams) -> ImportSummary
     )
 
 
-def _mtbench_judgments(session: Session, path: Path, p: ImportUploadParams) -> ImportSummary:
-    # One summary per benchmark written (pair judgments, single grades): told as one import.
-    first, *later = import_mtbench_judgments(session, [path], benchmark=p.benchmark)
+def _as_one(summaries: list[ImportSummary]) -> ImportSummary:
+    """The summaries of an importer that writes several benchmarks, told as one import."""
+    first, *later = summaries
     for summary in later:
         first.merge(summary)
     return first
+
+
+def _mtbench_judgments(session: Session, path: Path, p: ImportUploadParams) -> ImportSummary:
+    # One summary per benchmark written (pair judgments, single grades).
+    return _as_one(import_mtbench_judgments(session, [path], benchmark=p.benchmark))
 
 
 IMPORT: dict[str, Importer] = {
@@ -51,6 +58,9 @@ IMPORT: dict[str, Importer] = {
     "alpaca-eval": lambda s, path, p: import_alpaca_eval(s, [path], benchmark=p.benchmark),
     "arena-hard": lambda s, path, p: import_arena_hard(s, [path], benchmark=p.benchmark),
     "mtbench-judgments": _mtbench_judgments,
+    # The page names one benchmark: every task of the log goes there (one task per log).
+    "inspect": lambda s, path, p: _as_one(import_inspect_logs(s, [path], benchmark=p.benchmark)),
+    "helm": lambda s, path, p: _as_one(import_helm(s, [path], benchmark=p.benchmark)),
 }
 assert set(IMPORT) == set(IMPORTERS), "every importer the page offers has a reader here"
 
