@@ -31,6 +31,7 @@ from app.db import transaction
 from app.errors import AppellateError
 from app.services.jobs import queue as job_queue
 from app.services.jobs.kind import JobParams
+from app.services.jobs.live_progress import write_live_progress
 from app.store import Store
 from app.tables import Job
 
@@ -199,6 +200,16 @@ class JobContext:
         if not self._retried(self.store.write_factory, record):
             self.lease_lost.set()
         self.check()
+
+    def progress_aside(self, done: int, total: int | None) -> None:
+        """Record progress from inside this job's own long transaction (one import, say).
+
+        That transaction holds the database (SQLite's write lock, the job's row on PostgreSQL),
+        so the progress goes to a file the job page reads (:mod:`app.services.jobs.live_progress`)
+        instead of a second transaction that would wait for the first. Cheap: call it a few
+        times a second at most.
+        """
+        write_live_progress(self.store.settings.data_dir, self.claim.job_id, done, total)
 
     def read(self, work: Callable[[Session], T]) -> T:
         """Run a short read-only transaction (inputs are read before computing, never during)."""

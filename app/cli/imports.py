@@ -41,8 +41,13 @@ def _repeated(flag: str, help: str) -> Any:
     return Annotated[list[str] | None, typer.Option(flag, help=help)]
 
 
-# The column mapping of `appellate import table`, one option each.
-MapOption = _repeated("--map", "FIELD=COLUMN payload mapping (repeatable).")
+# The column mapping of `appellate import table`, one option each. Every COLUMN may be a
+# nested path into a column's value (app.ingest.paths): doc.question, doc.choices.0, doc.choices[0].
+MapOption = _repeated(
+    "--map",
+    "FIELD=COLUMN payload mapping (repeatable); COLUMN here and in the other options may be a "
+    "nested path: doc.question, doc.choices.0 or doc.choices[0].",
+)
 GroupOption = _text("--group", "Group (question) column.")
 LabelsOption = _repeated("--label", "NAME=COLUMN label set (repeatable).")
 ScoresOption = _repeated("--score", "DETECTOR=COLUMN score (repeatable).")
@@ -140,7 +145,9 @@ def mmlu_redux_command(
 
 @import_app.command("table")
 def table_command(
-    file: Annotated[Path, typer.Argument(help="A .csv, .jsonl or .parquet table.")],
+    file: Annotated[
+        Path, typer.Argument(help="A .csv, .jsonl, .json (an array of objects) or .parquet table.")
+    ],
     kind: Annotated[
         str, typer.Option("--kind", help="pairwise | response | statement | choice | answer")
     ],
@@ -156,7 +163,7 @@ def table_command(
     answers: AnswersOption = None,
     grader: GraderOption = None,
 ) -> None:
-    """Any CSV, JSONL or Parquet table through a column mapping."""
+    """Any CSV, JSONL, JSON-array or Parquet table through a column mapping (nested paths too)."""
     mapping = _pairs(maps, "--map")
     label_map = _pairs(labels, "--label")
     score_map = _pairs(scores, "--score")

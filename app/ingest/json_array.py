@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from app.errors import InvalidInput
+from app.ingest.progress import open_binary
 from app.ingest.readers import RECORD, Row, Table, display_name, type_name
 from app.sql.json_paths import nesting_depth
 from app.sql.storable import MAX_NESTING, find_unstorable
@@ -51,7 +52,7 @@ def open_json_array(
     name = display_name(path)
     if not Path(path).is_file():
         raise InvalidInput("no such file", file=name)
-    with open(path, "rb") as fh:
+    with open_binary(path) as fh:
         yield Table(name, "json", None, lambda _only: _rows(_Buffer(fh, name), name, required))
 
 

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from app.errors import InvalidInput
+from app.ingest.progress import count_read, open_binary, open_text
 from app.sql.json_paths import first_string_path, nesting_depth
 from app.sql.storable import MAX_NESTING, find_unstorable, printable, unstorable
 
@@ -163,10 +164,10 @@ def open_table(
         return
     if fmt == "csv":
         # Strict decoding at C speed; an undecodable byte is then located by a slow re-read.
-        with open(path, encoding="utf-8-sig", newline="") as text:
+        with open_text(path, encoding="utf-8-sig", newline="") as text:
             yield _open_csv(text, path, name, required)
         return
-    with open(path, "rb") as fh:
+    with open_binary(path) as fh:
         yield Table(name, "jsonl", None, lambda _only: _jsonl_rows(fh, name, required))
 
 
@@ -375,7 +376,9 @@ def _open_parquet(path: str | os.PathLike[str], name: str, required: Sequence[st
             raise InvalidInput("missing column", file=name, field=column)
     if parquet.metadata.num_rows == 0:
         raise InvalidInput("empty file: no records", file=name, line=1, field=RECORD)
-    return Table(name, "parquet", names, lambda only: _parquet_rows(parquet, name, only))
+    # Progress counts a Parquet file's bytes by the share of its rows read (Arrow reads it).
+    row_bytes = Path(path).stat().st_size / parquet.metadata.num_rows
+    return Table(name, "parquet", names, lambda only: _parquet_rows(parquet, name, only, row_bytes))
 
 
 def _schema_problem(schema: pa.Schema) -> tuple[str, str] | None:
@@ -397,7 +400,9 @@ def _schema_problem(schema: pa.Schema) -> tuple[str, str] | None:
     return None
 
 
-def _parquet_rows(parquet: pq.ParquetFile, name: str, columns: list[str] | None) -> Iterator[Row]:
+def _parquet_rows(
+    parquet: pq.ParquetFile, name: str, columns: list[str] | None, row_bytes: float
+) -> Iterator[Row]:
     index = 0
     # Row-group batches keep memory flat whatever the file size.
     batches = parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=columns)
@@ -416,6 +421,7 @@ def _parquet_rows(parquet: pq.ParquetFile, name: str, columns: list[str] | None)
         if found := _parquet_unstorable(batch, rows):
             row, field, reason = found
             raise InvalidInput(reason, file=name, line=index + row + 1, field=field)
+        count_read(round(row_bytes * (index + len(rows))) - round(row_bytes * index))
         for data in rows:
             index += 1
             yield Row(name, index, index, data)

@@ -1,15 +1,18 @@
-"""Generic table import (CSV, JSONL or Parquet) driven by a column mapping.
+"""Generic table import (CSV, JSONL, JSON array or Parquet) driven by a column mapping.
 
 The core of the statement and MMLU-Redux importers too: a :class:`TableSpec` says which columns
 become the payload, the group, labels, scores and (on choice and answer benchmarks) the options
-and each model's answers.
+and each model's answers. Each column may be a nested path into a column's value
+(``doc.question``, ``doc.choices.0`` or ``doc.choices[0]``, see :mod:`app.ingest.paths`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Unpack
 
@@ -17,6 +20,8 @@ from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
 from app.ingest.finalize import finalize_import
+from app.ingest.json_array import open_json_array
+from app.ingest.paths import FieldPath, PathMissing
 from app.ingest.readers import Row, Table, open_table
 from app.ingest.records import ImportSummary, PredictionIn, Record, ScoreIn, SourceFields
 from app.ingest.values import (
@@ -88,7 +93,7 @@ class TableSpec:
     derive: Callable[[dict[str, str]], dict[str, str]] | None = None
 
     def explicit_columns(self) -> list[str]:
-        """Columns named outright; they must exist."""
+        """Columns (or nested paths) named outright; they must exist."""
         named = [*self.mapping.values(), *self.labels.values(), *self.scores.values()]
         named += [*self.option_columns.values(), *self.answers.values()]
         named += [c for c in (self.id_column, self.group, self.options) if c]
@@ -114,11 +119,45 @@ class TableSpec:
         return replace(self, mapping=mapping, group=group)
 
     def used_columns(self) -> set[str]:
-        """Columns consumed by ids, labels, scores, options and answers (never extras)."""
+        """Columns consumed by ids, labels, scores, options and answers (never extras).
+
+        A nested path uses its whole first column: the rest of that column is not an extra.
+        """
         used = {*self.labels.values(), *self.scores.values(), *self.mapping.values()}
         used |= {*self.option_columns.values(), *self.answers.values()}
         used |= {c for c in (self.id_column, self.options) if c}
-        return used
+        return used | {FieldPath.of(c).root for c in used}
+
+
+def _check_columns(spec: TableSpec, table: Table) -> list[str] | None:
+    """The columns to read (None: all), after checking that the named ones exist.
+
+    Tables with a header (CSV, Parquet) are checked at once: each name is a column or a path
+    whose first key is one. JSON rows have their own keys, checked row by row.
+    """
+    if table.columns is None:
+        return None
+    read: list[str] = []
+    for name in spec.explicit_columns():
+        column = FieldPath.of(name).column(table.columns)
+        if column is None:
+            raise InvalidInput(
+                "missing column",
+                file=table.name,
+                line=1 if table.format == "csv" else None,
+                field=name,
+            )
+        read.append(column)
+    return read
+
+
+def _getter(column: str) -> Callable[[Mapping[str, Any]], Any]:
+    """Reads ``column`` from a row's data: a plain lookup, or a walk down a nested path.
+
+    Both raise KeyError when the value is missing (the row is then redone slowly to say where).
+    """
+    path = FieldPath.of(column)
+    return path.get if path.nested else itemgetter(column)
 
 
 def _check_spec(spec: TableSpec, file: str) -> None:
@@ -175,6 +214,7 @@ class _RowMapper:
     ) -> None:
         self.spec = spec
         self.stem = stem
+        self.get = {column: _getter(column) for column in spec.explicit_columns()}
         self.payload = list(spec.mapping.items())
         self.labels = list(spec.labels.items())
         self.scores = [(detectors[name], column) for name, column in spec.scores.items()]
@@ -183,37 +223,39 @@ class _RowMapper:
         self.choice = spec.kind in CHOICE_KINDS
 
     def __call__(self, row: Row) -> Record:
-        spec, data = self.spec, row.data
+        spec, data, get = self.spec, row.data, self.get
         try:
             external_id = (
-                identifier(data[spec.id_column]) if spec.id_column else f"{self.stem}:{row.index}"
+                identifier(get[spec.id_column](data))
+                if spec.id_column
+                else f"{self.stem}:{row.index}"
             )
             group_key = (
-                identifier(data[spec.group]) if spec.group else spec.fixed_group or external_id
+                identifier(get[spec.group](data)) if spec.group else spec.fixed_group or external_id
             )
             payload: dict[str, Any] = dict(spec.constants)
             for name, column in self.payload:
-                payload[name] = json_value(data[column])
+                payload[name] = json_value(get[column](data))
             k = 0
             if self.choice:
                 payload["options"] = options = self._options(data)
                 k = len(options)
             labels: dict[str, str] = {}
             for name, column in self.labels:
-                if (value := self._label(name, data[column], k)) is not None:
+                if (value := self._label(name, get[column](data), k)) is not None:
                     labels[name] = value
             if spec.derive is not None:
                 labels.update(spec.derive(labels))
             scores: list[ScoreIn] = []
             for detector_id, column in self.scores:
-                if (score := score_value(data[column])) is not None:
+                if (score := score_value(get[column](data))) is not None:
                     scores.append(ScoreIn(detector_id, score, {}, field=column))
             # Kept as given: an answer naming no option (a parse failure of the model's
             # output, "The", "E") is a real, wrong answer, not bad input.
             predictions = [
                 PredictionIn(detector_id, answer, None, {}, column)
                 for detector_id, column in self.answers
-                if (answer := answer_text(data[column])) is not None
+                if (answer := answer_text(get[column](data))) is not None
             ]
         except (KeyError, ValueError):
             # Redo the row slowly to say which field failed and why.
@@ -229,8 +271,9 @@ class _RowMapper:
 
     def _options(self, data: dict[str, Any]) -> list[str]:
         if self.spec.options:
-            return parse_options(data[self.spec.options])
-        return parse_options([data[column] for column in self.spec.option_columns.values()])
+            return parse_options(self.get[self.spec.options](data))
+        columns = self.spec.option_columns.values()
+        return parse_options([self.get[column](data) for column in columns])
 
     def _label(self, name: str, value: Any, k: int) -> str | None:
         if name == REFERENCE and self.choice:
@@ -239,23 +282,58 @@ class _RowMapper:
             return answer_text(value, MAX_LABEL_LENGTH)
         return label_value(name, value)
 
+    def _require(self, row: Row, column: str) -> Any:
+        """The value of ``column`` (or path) in ``row``; a missing one names its line and path."""
+        try:
+            return self.get[column](row.data)
+        except KeyError as exc:
+            reason = exc.reason if isinstance(exc, PathMissing) else "missing field"
+            raise row.error(column, reason) from None
+
+    def _convert(self, row: Row, column: str, convert: Callable[[Any], Any]) -> Any:
+        """``convert`` of ``column``'s value, a ValueError becoming an error at its line."""
+        value = self._require(row, column)
+        try:
+            return convert(value)
+        except ValueError as exc:
+            raise row.error(column, str(exc)) from None
+
     def _locate_error(self, row: Row) -> None:
         spec = self.spec
         for column in (spec.id_column, spec.group):
             if column:
-                row.convert(column, identifier)
+                self._convert(row, column, identifier)
         for column in spec.mapping.values():
-            row.require(column)
+            self._require(row, column)
         k = 0
         if self.choice:
-            field = spec.options or next(iter(spec.option_columns.values()))
-            k = len(row.convert(field, lambda _: self._options(row.data)))
+            columns = [spec.options] if spec.options else list(spec.option_columns.values())
+            for column in columns:
+                self._require(row, column)
+            k = len(self._convert(row, columns[0], lambda _: self._options(row.data)))
         for name, column in self.labels:
-            row.convert(column, lambda raw, name=name: self._label(name, raw, k))
+            self._convert(row, column, lambda raw, name=name: self._label(name, raw, k))
         for _, column in self.scores:
-            row.convert(column, score_value)
+            self._convert(row, column, score_value)
         for _, column in self.answers:
-            row.convert(column, answer_text)
+            self._convert(row, column, answer_text)
+
+
+TABLE_SUFFIXES = (".csv", ".jsonl", ".ndjson", ".json", ".parquet", ".pq")
+"""The files ``import table`` reads (``.json``: one array of objects)."""
+
+
+def open_any_table(path: str | os.PathLike[str]) -> AbstractContextManager[Table]:
+    """Open a table file of any of :data:`TABLE_SUFFIXES` for streaming, by extension."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".json":
+        return open_json_array(path)
+    if suffix not in TABLE_SUFFIXES:
+        raise InvalidInput(
+            f"unknown file type {suffix!r} (expected {', '.join(TABLE_SUFFIXES)})",
+            file=os.fspath(path),
+        )
+    return open_table(path)
 
 
 MAX_DETECTORS_PER_IMPORT = 1000
@@ -303,7 +381,9 @@ def import_spec(
     detectors = detector_ids(spec.scores, "external")
     answerers = detector_ids(spec.answers, "model")
     summary = ImportSummary(files=[file])
-    with open_table(path, required=spec.explicit_columns()) as table:
+    # Names may be nested paths: checked against the header here, not by the reader.
+    with open_any_table(path) as table:
+        read = _check_columns(spec, table)
         resolved = spec.resolve(table)
         fields = SourceFields(
             external_id=resolved.id_column or ROW_ID_FIELD,
@@ -311,7 +391,11 @@ def import_spec(
             payload=dict(resolved.mapping),
             labels=dict(resolved.labels),
         )
-        only = None if resolved.extra_columns else resolved.explicit_columns()
+        only = None
+        if not resolved.extra_columns and read is not None:
+            # Parquet reads only these columns: each path's first column, implicit ones added.
+            implicit = [c for c in resolved.explicit_columns() if c in (table.columns or ())]
+            only = [*read, *implicit]
         mapper = _RowMapper(resolved, Path(path).stem, detectors, answerers)
         records: Iterator[Record] = (mapper(row) for row in table.rows(only))
         counts = write_records(session, target, table.name, records, fields, chunk_size=chunk_size)
@@ -337,21 +421,26 @@ def import_table(
     grader: str | None = None,
     chunk_size: int = DEFAULT_CHUNK_ROWS,
 ) -> ImportSummary:
-    """Import a CSV, JSONL or Parquet table (format by extension), streaming it in chunks.
+    """Import a CSV, JSONL, JSON-array or Parquet table (format by extension), streamed in chunks.
 
     Parameters
     ----------
     session
         The caller's session; flushed, never committed (the caller owns the transaction).
     path
-        The table file: ``.csv``, ``.jsonl``/``.ndjson`` or ``.parquet``/``.pq``.
+        The table file: ``.csv``, ``.jsonl``/``.ndjson``, ``.json`` (one array of objects,
+        streamed element by element) or ``.parquet``/``.pq``.
     kind
         ``pairwise``, ``response``, ``statement``, ``choice`` or ``answer``. Required payload
         fields (pairwise: prompt, response_a, response_b; response: response; statement:
         statement; choice and answer: question) that ``mapping`` leaves out are read from
         columns of the same name.
     mapping
-        ``{payload field: column}``; only mapped columns enter the payload.
+        ``{payload field: column}``; only mapped columns enter the payload. Here and in every
+        other column argument a column may be a nested path into a column's value:
+        ``doc.question``, ``doc.choices.0`` or ``doc.choices[0]`` (a name that is itself a
+        column is read whole; see :mod:`app.ingest.paths`). A path that does not resolve on a
+        row is refused as ``file:line: path: reason``.
     group
         Column holding the group key (the question); without it each row is its own group.
     labels

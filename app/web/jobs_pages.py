@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 from fastapi import Request
@@ -19,6 +19,8 @@ from app.services.jobs import queue as job_queue
 from app.services.jobs.judge import JudgeParams, judgeable_benchmarks
 from app.services.jobs.kind import JobParams
 from app.services.jobs.kinds import job_links, startable_kinds
+from app.services.jobs.live_progress import read_live_progress
+from app.store import Store
 from app.tables import Job
 from app.web.deps import StoreDep
 from app.web.error_docs import CONFLICT
@@ -74,8 +76,27 @@ def job_page(request: Request, job_id: DbId, store: StoreDep) -> HTMLResponse:
     """One job: parameters, live progress, error, result, links to its output, cancel/retry."""
     with transaction(store.factory) as session:
         job = job_queue.get_job(session, job_id)
-    context = {"job": job, "links": job_links(job)}
+    context = {"job": job, "links": job_links(job), "live": _live(store, job)}
     return render(request, "job.html", context, fragment="_job.html")
+
+
+@dataclass(frozen=True)
+class LiveProgress:
+    """Progress a running job wrote beside the database (its transaction holds it)."""
+
+    status: str
+    progress_done: int
+    progress_total: int | None
+
+
+def _live(store: Store, job: Job) -> LiveProgress | None:
+    """The running ``job``'s progress from :mod:`app.services.jobs.live_progress`, if ahead."""
+    if job.status != "running":
+        return None
+    live = read_live_progress(store.settings.data_dir, job.id)
+    if live is None or live[0] < job.progress_done:
+        return None
+    return LiveProgress(job.status, *live)
 
 
 @router.post("/jobs/{job_id}/cancel")

@@ -2,6 +2,8 @@
 
 Admins only. The file is copied in chunks to ``<data dir>/uploads/<id>/`` (a request over
 ``upload_max_bytes`` is refused before it is read, and a stream that grows past it is cut off);
+a zip of a run folder is then extracted beside it, safely (see
+:mod:`app.services.jobs.upload_files`), or refused whole with the reason;
 the import runs as an ``import_upload`` job, so a refused file shows ``file:line: field:
 reason`` on the job's page and changes nothing.
 """
@@ -25,6 +27,7 @@ from app.services.jobs.import_upload import (
     ImportUploadParams,
     upload_path,
 )
+from app.services.jobs.upload_files import extract_zip, extracted_folder, import_target, is_zip
 from app.store import Store
 from app.web.auth import RequireAdmin
 from app.web.deps import StoreDep
@@ -74,6 +77,14 @@ def _store_upload(store: Store, upload: UploadFile, limit: int) -> tuple[str, st
     if written == 0:
         shutil.rmtree(target.parent, ignore_errors=True)
         raise InvalidInput("the file is empty", field="file")
+    if is_zip(name):
+        # A run folder: extracted once, here, so that the preview and the job read plain files;
+        # a zip that is unsafe or too large is refused whole and its upload folder removed.
+        try:
+            extract_zip(target, extracted_folder(target), max_bytes=limit)
+        except BaseException:
+            shutil.rmtree(target.parent, ignore_errors=True)
+            raise
     return upload_id, name
 
 
@@ -164,6 +175,9 @@ def start_import(request: Request, store: StoreDep, upload: str, form: FormData)
     path = _uploaded(store, upload)
 
     def data() -> dict[str, Any]:
+        importer = form.get("importer", "")
+        if importer in IMPORTERS:
+            import_target(path, importer)  # a zip without the one file it reads: said here
         return {
             "upload": upload,
             "filename": path.name,

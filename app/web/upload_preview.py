@@ -2,7 +2,8 @@
 
 A glance, not an import: the importer reads the whole file in the worker and refuses bad rows
 there with ``file:line: field: reason``. Reading stops after a few rows (a JSON array is only
-previewed up to a size: it has no rows before it is parsed whole).
+previewed up to a size: it has no rows before it is parsed whole). A zip's preview lists its
+files and shows the first data file's rows.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from app.services.jobs.upload_files import DATA_SUFFIXES, extracted_folder, is_zip, upload_files
+
 PREVIEW_ROWS = 5
+LISTED_FILES = 200
 JSON_PREVIEW_BYTES = 20 * 2**20
 
 # Columns that name a layout: the importer offered first when a file has all of them.
@@ -37,13 +41,19 @@ SIGNATURES: tuple[tuple[str, frozenset[str]], ...] = (
 class Preview:
     """An upload's columns (in file order), its first rows as text, and the importer guessed.
 
-    ``note`` says why there is no preview (an unreadable or very large JSON file).
+    ``note`` says why there is no preview (an unreadable or very large JSON file). A zip's
+    ``files`` are its extracted files (path in the zip, bytes; the first
+    :data:`LISTED_FILES`), ``file_count`` how many there are, and ``previewed`` the one
+    whose rows are shown.
     """
 
     columns: list[str] = field(default_factory=list)
     rows: list[list[str]] = field(default_factory=list)
     importer: str = "table"
     note: str = ""
+    files: list[tuple[str, int]] = field(default_factory=list)
+    file_count: int = 0
+    previewed: str | None = None
 
 
 def _cell(value: Any) -> str:
@@ -81,8 +91,8 @@ def _records(path: Path) -> tuple[list[dict[str, Any]], str]:
     return [], f"no preview of {suffix or 'extension-less'} files (CSV, JSONL, JSON, Parquet)"
 
 
-def preview(path: Path) -> Preview:
-    """The columns and first rows of an uploaded file, and the importer its columns suggest."""
+def _file_preview(path: Path) -> Preview:
+    """The columns and first rows of one data file, and the importer its columns suggest."""
     try:
         rows, note = _records(path)
     except (ValueError, OSError) as exc:  # json.JSONDecodeError and pyarrow's errors included
@@ -93,3 +103,30 @@ def preview(path: Path) -> Preview:
     guess = next((name for name, needs in SIGNATURES if needs <= set(columns)), "table")
     table = [[_cell(row.get(c, "")) for c in columns] for row in rows]
     return Preview(columns, table, guess, note)
+
+
+def preview(path: Path) -> Preview:
+    """What the page shows of an upload: a file's first rows, or a zip's files and first data file.
+
+    A zip suggests the importer its first data file (in path order) suggests; one that holds
+    several files is most likely a run folder, read by a folder importer.
+    """
+    if not is_zip(path.name):
+        return _file_preview(path)
+    folder = extracted_folder(path)
+    files = upload_files(path)
+    listed = [(p.relative_to(folder).as_posix(), p.stat().st_size) for p in files]
+    data = next((p for p in files if p.suffix.lower() in DATA_SUFFIXES), None)
+    if data is None:
+        shown = Preview(note="the zip holds no CSV, JSONL, JSON or Parquet file to preview")
+    else:
+        shown = _file_preview(data)
+    return Preview(
+        shown.columns,
+        shown.rows,
+        shown.importer,
+        shown.note,
+        listed[:LISTED_FILES],
+        len(listed),
+        None if data is None else data.relative_to(folder).as_posix(),
+    )

@@ -2,13 +2,16 @@
 
 An admin uploads a real statements CSV, maps two of its columns, watches the job finish and
 opens the benchmark; a file with a bad row fails its job with ``file:line: field: reason`` and
-the store keeps no benchmark of it; reviewers and annotators get 403.
+the store keeps no benchmark of it; a zip of a real Arena-Hard run folder is listed, imported
+and opened; a zip with an entry that escapes its folder is refused on the page and nothing is
+kept; reviewers and annotators get 403.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,7 @@ from app.store import Store
 from app.tables import Benchmark, Instance, Job, TokenKind
 from tests.browser.test_pages import browser
 from tests.conftest import DATA
+from tests.ingest.test_helpers import FORMATS
 from tests.support.auth_support import signed_in_context, token_for
 from tests.support.form_support import submit_form
 from tests.support.job_support import run_queue
@@ -33,6 +37,7 @@ pytestmark = pytest.mark.browser
 __all__ = ["browser"]
 
 STATEMENTS = DATA / "truth" / "animal_class.csv"
+ARENA = FORMATS / "arena_hard"
 
 
 @pytest.fixture(scope="module")
@@ -67,12 +72,19 @@ def _worker(store: Store) -> threading.Thread:
     return thread
 
 
-def _upload(page: Any, url: str, path: Path) -> None:
+def _upload(page: Any, url: str, path: Path, *, refused: int | None = None) -> None:
     page.goto(f"{url}/")
     page.locator("a.new-benchmark").click()
     page.locator("form[data-form=benchmark-upload] input[type=file]").set_input_files(str(path))
-    submit_form(page, "benchmark-upload")
-    expect(page.locator("table.preview")).to_be_visible()
+    submit_form(page, "benchmark-upload", refused=refused)
+    if refused is None:
+        expect(page.locator("table.preview")).to_be_visible()
+
+
+def _uploads(store: Store) -> list[str]:
+    """Every file kept under the uploads folder."""
+    root = store.settings.data_dir / "uploads"
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) if root.is_dir() else []
 
 
 def _benchmarks(store: Store) -> list[str]:
@@ -152,3 +164,62 @@ def test_only_admins_reach_the_page(served: tuple[str, Store], role: str) -> Non
     for method, path in (("GET", "/benchmarks/new"), ("POST", "/benchmarks/new")):
         got = httpx.request(method, url + path, headers={"Authorization": f"Bearer {secret}"})
         assert got.status_code == 403, (method, path, got.status_code)
+
+
+def test_upload_a_zipped_run_folder_and_open_the_benchmark(
+    admin: Any, served: tuple[str, Store], tmp_path: Path
+) -> None:
+    url, store = served
+    archive = tmp_path / "arena-run.zip"
+    files = sorted(p for p in ARENA.rglob("*") if p.is_file())
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in files:
+            zf.write(path, Path("arena-run") / path.relative_to(ARENA))
+    _upload(admin, url, archive)
+    listed = admin.locator("ul.zip-files li")
+    expect(listed).to_have_count(len(files))
+    expect(listed.first).to_contain_text("arena-run/LICENSE")
+    # The first data file is previewed, and its columns name the importer.
+    expect(admin.locator("h2", has_text="First rows of")).to_contain_text(".jsonl")
+    expect(admin.locator("#importer")).to_have_value("arena-hard")
+    submit_form(admin, "benchmark-import", {"benchmark": "arena-zip"})
+    expect(admin.locator("#job")).to_contain_text("Import arena-run.zip into arena-zip")
+    _worker(store).join(timeout=120)
+    admin.reload()
+    expect(admin.locator("#job")).to_contain_text("done")
+    total = sum(p.stat().st_size for p in files)
+    # Progress was bytes read of the zip's files, all of them at the end.
+    expect(admin.locator("#job progress")).to_have_attribute("value", str(total))
+    expect(admin.locator("#job progress")).to_have_attribute("max", str(total))
+    with store.factory() as s:
+        job = s.scalars(select(Job).order_by(Job.id.desc())).first()
+    assert job is not None and (job.progress_done, job.progress_total) == (total, total)
+    admin.get_by_role("link", name="arena-zip: the instance table").click()
+    expect(admin.locator("h1")).to_contain_text("arena-zip")
+    with store.factory() as s:
+        bench = s.scalar(select(Benchmark).where(Benchmark.name == "arena-zip"))
+        assert bench is not None
+        n = s.scalar(select(func.count()).where(Instance.benchmark_id == bench.id))
+    assert n == job.result["instances_added"] > 0
+
+
+def test_a_zip_escaping_its_folder_is_refused_and_nothing_is_kept(
+    admin: Any, served: tuple[str, Store], tmp_path: Path
+) -> None:
+    url, store = served
+    archive = tmp_path / "evil.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("run/items.csv", "statement,label\nWater is wet.,1\n")
+        zf.writestr("run/../../escaped.csv", "statement,label\nx,1\n")
+    before = (_benchmarks(store), _uploads(store))
+    with store.factory() as s:
+        jobs = s.scalar(select(func.count()).select_from(Job))
+    _upload(admin, url, archive, refused=422)
+    expect(admin.locator("#error-benchmark-upload-file")).to_have_text(
+        "entry 'run/../../escaped.csv' leads outside the folder (..): "
+        "the zip was refused and nothing kept"
+    )
+    assert (_benchmarks(store), _uploads(store)) == before
+    assert not (store.settings.data_dir.parent / "escaped.csv").exists()
+    with store.factory() as s:
+        assert s.scalar(select(func.count()).select_from(Job)) == jobs

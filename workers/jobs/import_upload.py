@@ -1,4 +1,8 @@
-"""The ``import_upload`` job: an uploaded file read by its importer, in one transaction."""
+"""The ``import_upload`` job: an uploaded file or run folder read by its importer, in one write.
+
+Progress is the bytes the importer has read of the upload's files (a zip's extracted files),
+shown on the job page while the transaction runs (:meth:`JobContext.progress_aside`).
+"""
 
 from __future__ import annotations
 
@@ -17,9 +21,12 @@ from app.ingest.inspect_logs import import_inspect_logs
 from app.ingest.judgebench import import_judgebench
 from app.ingest.mmlu_redux import import_mmlu_redux
 from app.ingest.mtbench_judgments import import_mtbench_judgments
+from app.ingest.progress import counting_reads
 from app.ingest.records import ImportSummary
 from app.ingest.table import import_table
 from app.services.jobs.import_upload import IMPORTERS, ImportUploadParams, upload_path
+from app.services.jobs.live_progress import clear_live_progress
+from app.services.jobs.upload_files import import_target, upload_files
 from workers.runner import JobContext, handles
 
 Importer = Callable[[Session, Path, ImportUploadParams], ImportSummary]
@@ -67,16 +74,31 @@ assert set(IMPORT) == set(IMPORTERS), "every importer the page offers has a read
 
 @handles(ImportUploadParams)
 def run_import_upload(ctx: JobContext) -> dict[str, Any]:
-    """Handler of ``import_upload`` jobs: the whole file in one write, or nothing.
+    """Handler of ``import_upload`` jobs: the whole file (or zip) in one write, or nothing.
 
-    A refused file fails the job with ``file:line: field: reason`` (no retry: it would fail
-    the same way) and leaves the store as it was.
+    A zip's importer gets its extracted folder, or its one file for the importers of one file
+    (:func:`app.services.jobs.upload_files.import_target`). A refused file fails the job with
+    ``file:line: field: reason`` (no retry: it would fail the same way) and leaves the store as
+    it was. Progress is bytes read of the upload's total bytes.
     """
     params = ImportUploadParams.from_dict(ctx.params)
-    path = upload_path(ctx.store.settings.data_dir, params.upload, params.filename)
+    data_dir = ctx.store.settings.data_dir
+    path = upload_path(data_dir, params.upload, params.filename)
     if not path.is_file():
         raise InvalidInput(f"the uploaded file is gone ({path.name})", field="upload")
-    ctx.progress(0, 1)
-    summary = ctx.commit(lambda s: IMPORT[params.importer](s, path, params), done=1, total=1)
+    target = import_target(path, params.importer)
+    total = sum(p.stat().st_size for p in upload_files(path)) or 1
+    ctx.progress(0, total)
+
+    def work(session: Session) -> ImportSummary:
+        # Counted afresh on each attempt: a transaction retried after a lost connection
+        # reads the files again from the start.
+        with counting_reads(total, ctx.progress_aside):
+            return IMPORT[params.importer](session, target, params)
+
+    try:
+        summary = ctx.commit(work, done=total, total=total)
+    finally:
+        clear_live_progress(data_dir, ctx.claim.job_id)
     counts = {k: v for k, v in asdict(summary).items() if isinstance(v, int)}
     return {"benchmark": summary.benchmark or params.benchmark, "file": path.name, **counts}

@@ -21,7 +21,7 @@ UPLOADS = "uploads"
 """The data directory's folder of uploaded files, one folder per upload."""
 
 IMPORTERS: dict[str, str] = {
-    "table": "A CSV, JSONL or Parquet table, its columns mapped to an item's fields",
+    "table": "A CSV, JSONL, JSON-array or Parquet table, its columns mapped to an item's fields",
     "mmlu-redux": "MMLU-Redux subject files (question, choices, answer, error_type)",
     "judgebench": "JudgeBench pairs (pair_id, question, response_A/B, label)",
     "alpaca-eval": "AlpacaEval annotations.json (one presentation order per item)",
