@@ -148,7 +148,7 @@ def test_click_through_to_side_by_side_panes(page: tuple[object, Watch], base_ur
     assert a and b and judges
     assert abs(a["y"] - b["y"]) < 2 and a["x"] + a["width"] <= b["x"]
     assert b["x"] + b["width"] <= judges["x"]
-    assert pg.locator(".pane-a .text").inner_text() == "Answer A."
+    assert pg.locator(".pane-a .model-text").inner_text() == "Answer A."
     assert "flip" in pg.locator("aside.judges").inner_text()
 
     # "p" steps to the previous instance of the same filtered view ("-" sorts before "/"),
@@ -166,11 +166,11 @@ def test_click_through_to_side_by_side_panes(page: tuple[object, Watch], base_ur
 def test_injected_markup_never_runs(page: tuple[object, Watch], base_url: str) -> None:
     pg, watch = page
     pg.goto(f"{base_url}/benchmarks/jb-mini/instances/pair-003-xss")
-    assert f.SCRIPT in pg.locator(".pane-a .text").inner_text()
-    assert f.IMG in pg.locator(".pane-b .text").inner_text()
+    assert f.SCRIPT in pg.locator(".pane-a .model-text").inner_text()
+    assert f.IMG in pg.locator(".pane-b .model-text").inner_text()
     assert pg.locator("img[src=x]").count() == 0
     pg.locator("details.raw summary").first.click()
-    assert f.RAW_SCRIPT in pg.locator("details.raw .text").first.inner_text()
+    assert f.RAW_SCRIPT in pg.locator("details.raw .model-text").first.inner_text()
     assert pg.evaluate("document.querySelectorAll('main script').length") == 0
 
     # The same text arriving through an htmx swap stays text too.
