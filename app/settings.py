@@ -37,6 +37,9 @@ class Settings(BaseSettings):
     # Proxies whose X-Forwarded-For is believed (uvicorn's forwarded_allow_ips, e.g.
     # "10.0.0.5" or "*"); empty: none, the peer's address is the client's (sign-in throttle).
     forwarded_allow_ips: str = ""
+    # Fewest groups (resampling units) a bootstrap interval is shown for; below, every page
+    # and the API say "too few groups for an interval" (app.stats.bootstrap.too_few_groups).
+    min_interval_groups: int = Field(default=10, ge=1)
 
     @property
     def resolved_database_url(self) -> str:

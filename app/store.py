@@ -24,6 +24,11 @@ class Store:
     def open(cls, settings: Settings, *, upgrade: bool = True) -> Store:
         """Connect to the configured database, applying pending migrations unless told not to."""
         settings.data_dir.mkdir(parents=True, exist_ok=True)
+        # Every process that computes intervals (server, CLI, worker) opens its store here;
+        # imported here, as numpy is, only by a process that opens one.
+        from app.stats import bootstrap
+
+        bootstrap.set_min_interval_groups(settings.min_interval_groups)
         engine = make_engine(settings)
         if upgrade:
             migrate.upgrade(engine)

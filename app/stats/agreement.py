@@ -63,6 +63,9 @@ class AgreementEstimate:
         Resamples in which the statistic was defined and which entered the interval.
     resamples : int
         Resamples drawn.
+    reason : str or None
+        Why ``ci`` is ``None`` although resamples were drawn: too few groups
+        (:func:`app.stats.bootstrap.too_few_groups`).
 
     """
 
@@ -71,6 +74,7 @@ class AgreementEstimate:
     n_items: int
     valid_resamples: int
     resamples: int
+    reason: str | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -423,9 +427,10 @@ def _bootstrap(
 
     # The group bootstrap's own chunked resampler: same seeds, same draws, same memory bound.
     bootstrap._for_each_chunk(store, seed, resamples, n_units, n_units, threads=1, chunk_size=None)
-    low, high, valid = bootstrap.percentile_interval(replicates, level)
-    ci = None if low is None or high is None else [low, high]
-    return AgreementEstimate(value, ci, rows.shape[0], valid, resamples)
+    est = bootstrap.Estimate.of(
+        value, bootstrap.percentile_interval(replicates, level), resamples, n_units
+    )
+    return AgreementEstimate(value, est.ci, rows.shape[0], est.valid, resamples, est.reason)
 
 
 def bootstrap_kappa(

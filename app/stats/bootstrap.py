@@ -47,10 +47,45 @@ __all__ = [
     "group_bootstraps",
     "group_multiplicities",
     "percentile_interval",
+    "set_min_interval_groups",
     "sliced_group_bootstrap",
     "stack_results",
     "stratified_multiplicities",
+    "too_few_groups",
 ]
+
+# Fewer resampled groups than the minimum give no interval but TOO_FEW_GROUPS: one group makes
+# every resample the data itself (a zero-width interval), and a handful make intervals far too
+# narrow. The numerics alone withhold nothing (a minimum of 1); the server, the CLI and the
+# workers set Settings.min_interval_groups (default 10) when they open their store.
+TOO_FEW_GROUPS = "too few groups for an interval"
+_min_interval_groups = 1
+
+
+def set_min_interval_groups(minimum: int) -> None:
+    """Set the fewest resampled groups that give an interval (``Settings.min_interval_groups``)."""
+    global _min_interval_groups
+    _min_interval_groups = max(int(minimum), 1)
+
+
+def too_few_groups(n_groups: int) -> str | None:
+    """:data:`TOO_FEW_GROUPS` with the counts when ``n_groups`` is under the minimum, else None.
+
+    Parameters
+    ----------
+    n_groups : int
+        Groups (resampling units) the bootstrap drew from.
+
+    Returns
+    -------
+    str or None
+        The reason an interval is withheld, e.g. ``"too few groups for an interval (1 < 10)"``.
+
+    """
+    if n_groups >= _min_interval_groups:
+        return None
+    return f"{TOO_FEW_GROUPS} ({n_groups} < {_min_interval_groups})"
+
 
 # Elements per (chunk x units) working array, and the fewest resamples in a chunk. The rank
 # kernels run a few resamples at a time whatever the chunk (their arrays stay in cache); the
@@ -71,7 +106,8 @@ class Estimate:
     """A point estimate with its bootstrap percentile interval.
 
     ``value`` is ``None`` when the metric is undefined on the full data; ``low``/``high`` are
-    ``None`` when no resample gave a defined value (or no resamples were drawn). ``valid``
+    ``None`` when no resample gave a defined value (or no resamples were drawn), or when the
+    data had too few groups, which ``reason`` then says (:func:`too_few_groups`). ``valid``
     counts the resamples that entered the interval, out of ``resamples``.
     """
 
@@ -80,6 +116,26 @@ class Estimate:
     high: float | None
     valid: int
     resamples: int
+    reason: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        value: float | None,
+        interval: tuple[float | None, float | None, int],
+        resamples: int,
+        n_groups: int,
+    ) -> Estimate:
+        """The estimate of ``value`` with a :func:`percentile_interval` of ``n_groups`` groups.
+
+        The one place an interval is withheld for too few groups: every estimate of this
+        module (and of ``app.stats.relabel`` and ``app.stats.agreement``) is made here.
+        """
+        reason = too_few_groups(n_groups)
+        if reason is not None:
+            return cls(value, None, None, 0, resamples, reason)
+        low, high, valid = interval
+        return cls(value, low, high, valid, resamples)
 
     @property
     def ci(self) -> list[float] | None:
@@ -321,23 +377,22 @@ class BootstrapResult:
     def estimate(self, metric: str, detector: int = 0) -> Estimate:
         """Point value and percentile interval of ``metric`` for detector number ``detector``."""
         self._check(metric)
-        low, high, valid = percentile_interval(self.replicates[metric][detector], self.level)
-        return Estimate(
-            _float_or_none(self.point[metric][detector]), low, high, valid, self.resamples
-        )
+        interval = percentile_interval(self.replicates[metric][detector], self.level)
+        value = _float_or_none(self.point[metric][detector])
+        return Estimate.of(value, interval, self.resamples, self.n_groups)
 
     def difference(self, metric: str, first: int = 0, second: int = 1) -> Difference:
         """Paired difference ``first - second`` of ``metric`` over the same resamples."""
         self._check(metric)
         deltas = self.replicates[metric][first] - self.replicates[metric][second]
-        low, high, valid = percentile_interval(deltas, self.level)
+        interval = percentile_interval(deltas, self.level)
         point = self.point[metric][first] - self.point[metric][second]
+        estimate = Estimate.of(_float_or_none(point), interval, self.resamples, self.n_groups)
         better: float | None = None
-        if valid:
+        if estimate.valid:
             finite = deltas[~np.isnan(deltas)]
             wins = finite > 0 if HIGHER_IS_BETTER[metric] else finite < 0
             better = float(wins.mean())
-        estimate = Estimate(_float_or_none(point), low, high, valid, self.resamples)
         return Difference(metric, estimate, better)
 
     def _check(self, metric: str) -> None:
@@ -1097,5 +1152,4 @@ def bootstrap_mean(
     _for_each_chunk(
         store, seed, resamples, n_units, n_units, threads=_thread_count(n_threads), chunk_size=None
     )
-    low, high, valid = percentile_interval(replicates, level)
-    return Estimate(float(x.mean()), low, high, valid, resamples)
+    return Estimate.of(float(x.mean()), percentile_interval(replicates, level), resamples, n_units)

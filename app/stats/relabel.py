@@ -102,15 +102,15 @@ def relabel_differences(
     for metric in chosen:
         name = metric.name
         deltas = replicates[1][name] - replicates[0][name]
-        low, high, valid = percentile_interval(deltas, level)
         point = float(points[1][name][0, 0] - points[0][name][0, 0])
+        value = None if np.isnan(point) else point
+        estimate = Estimate.of(value, percentile_interval(deltas, level), resamples, n_units)
         better = None
-        if valid:
+        if estimate.valid:
             finite = deltas[~np.isnan(deltas)]
             wins = finite > 0 if HIGHER_IS_BETTER[name] else finite < 0
             better = float(wins.mean())
-        value = None if np.isnan(point) else point
-        out[name] = Difference(name, Estimate(value, low, high, valid, resamples), better)
+        out[name] = Difference(name, estimate, better)
     return out
 
 

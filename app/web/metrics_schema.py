@@ -42,6 +42,14 @@ def _row_fields() -> dict[str, Any]:
                     None, description=f"95% group-bootstrap percentile interval of {metric.title}."
                 ),
             )
+            fields[f"{metric.name}_ci_reason"] = (
+                str | None,
+                Field(
+                    None,
+                    description="Why the interval is null although the value is not: too few "
+                    "groups for an interval (fewer than the server's min_interval_groups).",
+                ),
+            )
     return fields
 
 

@@ -14,6 +14,7 @@ from starlette.responses import HTMLResponse
 
 from app.services.jobs import kinds
 from app.services.metrics.metric_matrix import HEADLINE_METRICS, MATRIX_METRICS
+from app.stats.bootstrap import TOO_FEW_GROUPS
 from app.web import cells, urls
 from app.web.filters import query_string
 from app.web.markdown import render_markdown
@@ -66,6 +67,33 @@ def fmt_ci(ci: list[float] | None, digits: int = 3) -> str:
     return f"[{low:.{digits}f}, {high:.{digits}f}]"
 
 
+def interval(ci: list[float] | None, reason: str | None = None) -> Markup:
+    """An interval as every page shows it: ``[low, high]``, or why there is none.
+
+    Parameters
+    ----------
+    ci : list of float or None
+        ``[low, high]``, or None.
+    reason : str, optional
+        Why ``ci`` is None (``app.stats.bootstrap.too_few_groups``); shown as "too few
+        groups for an interval" with the counts on hover.
+
+    Returns
+    -------
+    Markup
+        A ``<span class="ci">``, or nothing when there is neither an interval nor a reason.
+
+    """
+    text = fmt_ci(ci)
+    if text:
+        return Markup('<span class="ci">{}</span>').format(text)
+    if reason:
+        return Markup('<span class="ci no-interval" title="{}">{}</span>').format(
+            reason, TOO_FEW_GROUPS
+        )
+    return Markup("")
+
+
 @pass_context
 def csrf_field(context: Any) -> Markup:
     """The hidden CSRF input every POST form carries (the session's token, escaped)."""
@@ -84,6 +112,7 @@ _HELPERS = (
     urls.job_link_url,
     kinds.describe_job,
     fmt_ci,
+    interval,
     query_string,
     csrf_field,
 )

@@ -148,7 +148,7 @@ def test_click_through_to_side_by_side_panes(page: tuple[object, Watch], base_ur
     assert a and b and judges
     assert abs(a["y"] - b["y"]) < 2 and a["x"] + a["width"] <= b["x"]
     assert b["x"] + b["width"] <= judges["x"]
-    assert pg.locator(".pane-a .text").inner_text() == "Answer A."
+    assert pg.locator(".pane-a .model-text").inner_text() == "Answer A."
     assert "flip" in pg.locator("aside.judges").inner_text()
 
     # "p" steps to the previous instance of the same filtered view ("-" sorts before "/"),
@@ -166,11 +166,11 @@ def test_click_through_to_side_by_side_panes(page: tuple[object, Watch], base_ur
 def test_injected_markup_never_runs(page: tuple[object, Watch], base_url: str) -> None:
     pg, watch = page
     pg.goto(f"{base_url}/benchmarks/jb-mini/instances/pair-003-xss")
-    assert f.SCRIPT in pg.locator(".pane-a .text").inner_text()
-    assert f.IMG in pg.locator(".pane-b .text").inner_text()
+    assert f.SCRIPT in pg.locator(".pane-a .model-text").inner_text()
+    assert f.IMG in pg.locator(".pane-b .model-text").inner_text()
     assert pg.locator("img[src=x]").count() == 0
     pg.locator("details.raw summary").first.click()
-    assert f.RAW_SCRIPT in pg.locator("details.raw .text").first.inner_text()
+    assert f.RAW_SCRIPT in pg.locator("details.raw .model-text").first.inner_text()
     assert pg.evaluate("document.querySelectorAll('main script').length") == 0
 
     # The same text arriving through an htmx swap stays text too.
@@ -224,5 +224,54 @@ def test_a_choice_benchmark_imported_as_a_table_has_instance_pages(
             body = pg.locator("main").inner_text()
             assert question in body and "yes" in body and "no" in body
             assert answer in body and "Expert annotation" not in body
+        context.close()
+        assert errors == []
+
+
+# Issue 21 item 12: the main pages at phone width and in the dark theme.
+MAIN_PAGES = [
+    "/",
+    "/benchmarks/jb-mini",
+    "/benchmarks/jb-mini/instances/pair-005",
+    "/benchmarks/jb-mini/metrics?resamples=20",
+    "/benchmarks/jb-mini/disagreements",
+    "/queues",
+    "/jobs",
+    "/account",
+]
+
+
+def _luminance(css_colour: str) -> float:
+    """Relative luminance (0 black, 1 white) of an ``rgb(...)``/``rgba(...)`` colour."""
+    r, g, b = (int(v) / 255 for v in css_colour.split("(")[1].split(")")[0].split(",")[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def test_main_pages_fit_a_phone_and_follow_the_dark_theme(
+    browser: object, base_url: str, browser_settings: Settings
+) -> None:
+    for scheme in ("light", "dark"):
+        context = signed_in_context(
+            browser,
+            base_url,
+            browser_settings,
+            role="admin",
+            viewport={"width": 390, "height": 844},
+            color_scheme=scheme,
+        )
+        pg = context.new_page()
+        errors: list[str] = []
+        pg.on("console", lambda m, e=errors: e.append(m.text) if m.type == "error" else None)
+        for path in MAIN_PAGES:
+            got = pg.goto(f"{base_url}{path}")
+            assert got is not None and got.status == 200, path
+            width = pg.evaluate("document.documentElement.scrollWidth")
+            assert width <= 390, f"{path} is {width} px wide at 390 px ({scheme})"
+            background = pg.evaluate("getComputedStyle(document.body).backgroundColor")
+            text = pg.evaluate("getComputedStyle(document.body).color")
+            if scheme == "dark":
+                assert _luminance(background) < 0.1 and _luminance(text) > 0.6, (path, background)
+            else:
+                assert _luminance(background) > 0.9 and _luminance(text) < 0.2, (path, background)
         context.close()
         assert errors == []

@@ -247,7 +247,7 @@ def test_hostile_text_renders_inert(browser: Any, served: tuple[str, Settings]) 
     page.click("#use-link")
     page.goto(f"{url}/benchmarks/{BENCH}/instances/{quote(ext, safe='')}")
     submit_form(page, "instance-note", {"body": HOSTILE})
-    expect(page.locator("#comments .comment .text")).to_have_text(HOSTILE)
+    expect(page.locator("#comments .comment .model-text")).to_have_text(HOSTILE)
     queue_page = f"{url}/benchmarks/{BENCH}/queues/new?source=filter&query="
     page.goto(queue_page)
     page.fill("input[name=name]", "hostile")
@@ -265,6 +265,6 @@ def test_hostile_text_renders_inert(browser: Any, served: tuple[str, Settings]) 
             assert page.locator(hostile).count() == 0, (target, hostile)
         assert page.evaluate("window.__pwned") is None, target
     page.goto(f"{url}/queues/{qid}/items/{iid}")
-    assert page.locator(".review-texts .text").first.inner_text() == HOSTILE
+    assert page.locator(".review-texts .model-text").first.inner_text() == HOSTILE
     assert problems == []
     context.close()

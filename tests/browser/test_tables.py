@@ -24,7 +24,7 @@ from tests.browser.test_pages import browser
 from tests.ingest.test_helpers import O1_MINI, PAIRS_GPT4O, REWARD_OUTPUTS
 from tests.support.auth_support import signed_in_context
 from tests.support.live_server import live_server
-from tests.web.test_markdown_render import XSS_CORPUS
+from tests.web.test_markdown_render import UNFENCED, XSS_CORPUS
 
 pytest.importorskip("playwright.sync_api")
 
@@ -42,6 +42,9 @@ RICH = (
     "Also \\(a_1\\) and \\[b^2\\]; it costs $5 and $10.\n\n"
     "| a | b |\n|---|---|\n| 1 | 2 |\n\n" + XSS_CORPUS
 )
+
+# KaTeX's own "text" spans (\text{...}) must not take the app's text-block style.
+TEXT_MATH = "So $f(x) = \\text{even if } x > 0$ holds."
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +68,14 @@ def base_url(browser_settings: Settings) -> Iterator[str]:
                 external_id="rich",
                 group_key="rich",
                 payload={"prompt": "Explain $e^{i\\pi}$.", "response_a": RICH, "response_b": "B"},
+            )
+        )
+        session.add(
+            Instance(
+                benchmark_id=bench.id,
+                external_id="code",
+                group_key="code",
+                payload={"prompt": "Solve it.", "response_a": UNFENCED, "response_b": TEXT_MATH},
             )
         )
     engine.dispose()
@@ -200,7 +211,7 @@ def test_instance_page_fits_and_shows_verdicts_beside_responses(
 def test_rich_response_renders_formatted_and_inert(page: tuple[Any, list], base_url: str) -> None:
     pg, problems = page
     pg.goto(f"{base_url}/benchmarks/md-mini/instances/rich")
-    pane = pg.locator(".pane-a .text.md")
+    pane = pg.locator(".pane-a .model-text.md")
     pane.locator("strong", has_text="key step").wait_for()
     assert pane.locator("h1", has_text="Solution").count() == 1
     assert pane.locator("table td").count() == 2
@@ -226,4 +237,28 @@ def test_rich_response_renders_formatted_and_inert(page: tuple[Any, list], base_
     assert pane.is_visible()
     no_sideways_scroll(pg)
     pg.screenshot(path=str(SHOTS / "appellate-instance-rich-1280.png"), full_page=True)
+    assert problems == []
+
+
+def test_unfenced_code_keeps_its_layout_and_katex_text_its_style(
+    page: tuple[Any, list], base_url: str
+) -> None:
+    """Issue 21 item 6: unfenced code kept line by line; KaTeX text inside math unstyled."""
+    pg, problems = page
+    pg.goto(f"{base_url}/benchmarks/md-mini/instances/code")
+    code = pg.locator(".pane-a .model-text.md pre")
+    assert code.count() == 1
+    assert code.inner_text().rstrip("\n") == UNFENCED
+    # The box keeps spaces and line breaks as written (the browser would collapse them).
+    assert pg.evaluate("getComputedStyle(document.querySelector('.pane-a pre')).whiteSpace") == (
+        "pre"
+    )
+    pg.wait_for_function("() => document.querySelector('.pane-b .katex .text') !== null")
+    style = pg.locator(".pane-b .katex .text").first.evaluate(
+        "el => { const s = getComputedStyle(el);"
+        " return [s.paddingLeft, s.paddingTop, s.whiteSpace]; }"
+    )
+    assert style == ["0px", "0px", "nowrap"], style
+    assert "even if" in pg.locator(".pane-b .katex").inner_text().replace("\xa0", " ")
+    no_sideways_scroll(pg)
     assert problems == []

@@ -195,4 +195,10 @@ def test_queue_without_votes(factory: sessionmaker[Session]) -> None:
         )
         out = queue_agreement(s, queue, resamples=10)
     assert out["annotators"] == [] and out["pairs"] == [] and out["vs_original"] == []
-    assert out["alpha"] == {"value": None, "ci": None, "n_items": 0, "valid_resamples": 0}
+    assert out["alpha"] == {
+        "value": None,
+        "ci": None,
+        "n_items": 0,
+        "valid_resamples": 0,
+        "reason": None,
+    }

@@ -374,7 +374,7 @@ def test_blind_annotators_never_receive_labels_or_scores(store: Store, settings:
 
     # Two items whose labels differ render the same apart from their own text and ids.
     def skeleton(html: str) -> str:
-        html = re.sub(r'<div class="text">.*?</div>', "", html, flags=re.S)
+        html = re.sub(r'<div class="model-text">.*?</div>', "", html, flags=re.S)
         # The item's own id (title, crumbs, heading) and numbers (ids, versions, tokens).
         html = re.sub(r'<title>.*?</title>|class="id">[^<]*<', "", html)
         return re.sub(r'\d+|name="csrf_token" value="[^"]*"|content="[^"]*"', "#", html)

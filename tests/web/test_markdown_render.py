@@ -142,3 +142,66 @@ def test_instance_page_renders_the_corpus_inert(settings: Settings, factory: Any
     )
     # The raw copy is the text itself, escaped.
     assert '<div class="raw-text" hidden>&lt;script&gt;window.__pwned = 1&lt;/script&gt;' in main
+
+
+# Issue 21 item 6: a LiveCodeBench response as JudgeBench stores it, code without a fence.
+UNFENCED = (
+    "# YOUR CODE HERE\n"
+    "def can_form(n, k, s):\n"
+    "    from collections import Counter\n"
+    "    \n"
+    "    # Count each character\n"
+    "    freq = Counter(s)\n"
+    "    return sum(1 for c in freq.values() if c % 2) <= k + 1\n"
+    "\n"
+    "import sys\n"
+    "data = sys.stdin.read().split()\n"
+    "for _ in range(int(data[0])):\n"
+    '    print("YES" if can_form(1, 2, "<b>x</b>") else "NO")'
+)
+
+
+def _pre_blocks(html: str) -> list[str]:
+    from html import unescape
+
+    return [unescape(b) for b in re.findall(r"<pre><code>(.*?)</code></pre>", html, flags=re.S)]
+
+
+def test_unfenced_code_keeps_its_lines_and_indentation() -> None:
+    html = str(render_markdown(UNFENCED))
+    # One block, exactly the text (blank and whitespace-only lines included), escaped.
+    assert _pre_blocks(html) == [UNFENCED + "\n"]
+    assert "<h1>" not in html and "&lt;b&gt;x&lt;/b&gt;" in html and "<b>" not in html
+
+
+def test_code_after_prose_is_fenced_and_the_prose_stays_markdown() -> None:
+    text = "Here is **my** solution:\n\nx = int(input())\nprint(x * 2)\n\nIt doubles `x`."
+    html = str(render_markdown(text))
+    assert _pre_blocks(html) == ["x = int(input())\nprint(x * 2)\n"]
+    assert "<strong>my</strong>" in html and "<code>x</code>" in html
+
+
+def test_single_line_breaks_are_kept_in_prose() -> None:
+    html = str(render_markdown("Step 1: read.\nStep 2: add."))
+    assert html.strip() == "<p>Step 1: read.<br />\nStep 2: add.</p>"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "- first\n  x = 1\n  y = 2",  # a list, even with code-like continuation lines
+        "## Findings\n- **Vitals:**\n  - Temperature: 38.9\n  - Pulse: 60",  # an outline
+        "Solve\n$$x = 1$$\ny = 2",  # display math
+        "The answer is x.\nSo we are done.",  # prose
+        "x = 1",  # one line alone
+        "```py\nx = 1\ny = 2\n```",  # already fenced
+    ],
+)
+def test_text_that_is_not_unfenced_code_is_left_to_markdown(text: str) -> None:
+    html = str(render_markdown(text))
+    assert len(re.findall("<pre>", html)) == text.count("```") // 2
+
+
+def test_a_fence_inside_guessed_code_cannot_close_it() -> None:
+    code = 'a = "``` `"\nb = 1;\nc = 2;'
+    assert _pre_blocks(str(render_markdown(code))) == [code + "\n"]

@@ -58,11 +58,17 @@ class AccuracyChange:
     corrected_macro_f1: Estimate | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready, each estimate as ``{"value", "ci"}`` (None where there is none)."""
+        """JSON-ready, each estimate as ``{"value", "ci", "reason"}`` (None where there is none).
+
+        ``reason`` says why ``ci`` is None: too few groups (``app.stats.bootstrap``).
+        """
         out: dict[str, Any] = {"model": self.model}
         for name in ("original", "corrected", "change", "original_macro_f1", "corrected_macro_f1"):
             est = getattr(self, name)
-            out[name] = None if est is None else {"value": est.value, "ci": est.ci}
+            if est is None:
+                out[name] = None
+            else:
+                out[name] = {"value": est.value, "ci": est.ci, "reason": est.reason}
         out.update(n_original=self.n_original, n_corrected=self.n_corrected, n_both=self.n_both)
         return out
 

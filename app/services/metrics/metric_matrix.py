@@ -17,10 +17,12 @@ from app.services.metrics.metrics_query import METRICS_CACHE, MetricsData, Sampl
 from app.sql.cache import VersionedCache
 from app.stats.bootstrap import (
     BootstrapResult,
+    Estimate,
     group_bootstrap,
     group_bootstraps,
     percentile_interval,
     sliced_group_bootstrap,
+    too_few_groups,
 )
 from app.stats.registry import INTERVAL, REPORTED, Metric, applicable
 from app.tables import Detector
@@ -81,7 +83,14 @@ class MetricRow:
             out[metric.name] = self.values.get(metric.name)
             if metric.interval:
                 out[f"{metric.name}_ci"] = self.intervals.get(metric.name)
+                if self.interval_reason is not None:
+                    out[f"{metric.name}_ci_reason"] = self.interval_reason
         return out
+
+    @property
+    def interval_reason(self) -> str | None:
+        """Why this row has no intervals: too few groups (``too_few_groups``), else None."""
+        return too_few_groups(self.n_groups)
 
 
 @dataclass
@@ -179,10 +188,9 @@ def macro_row(
             continue
         intervals[name] = None
         if defined:
-            low, high, valid[name] = percentile_interval(
-                np.mean([c.replicates[name] for c in defined], axis=0)
-            )
-            intervals[name] = None if low is None or high is None else [low, high]
+            interval = percentile_interval(np.mean([c.replicates[name] for c in defined], axis=0))
+            estimate = Estimate.of(values[name], interval, 0, sum(c.row.n_groups for c in defined))
+            intervals[name], valid[name] = estimate.ci, estimate.valid
     n = sum(c.row.n for c in cells)
     n_groups = sum(c.row.n_groups for c in cells)
     return MetricRow(detector, MACRO, "macro", n, n_groups, values, intervals, valid, columns)

@@ -330,6 +330,10 @@ def _detector_dict(
                 "resolved_ci": after.intervals.get(metric) if after is not None else None,
                 "difference": new - old if old is not None and new is not None else None,
                 "difference_ci": delta.estimate.ci if delta is not None else None,
+                # Why an interval above is None although its value is not: too few groups.
+                "original_ci_reason": before.interval_reason if before is not None else None,
+                "resolved_ci_reason": after.interval_reason if after is not None else None,
+                "difference_ci_reason": delta.estimate.reason if delta is not None else None,
             }
         )
     return {

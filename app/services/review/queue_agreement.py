@@ -27,7 +27,7 @@ __all__ = ["queue_agreement"]
 
 
 def _estimate(est: AgreementEstimate) -> dict[str, Any]:
-    return attributes(est, ("value", "ci", "n_items", "valid_resamples"))
+    return attributes(est, ("value", "ci", "n_items", "valid_resamples", "reason"))
 
 
 def queue_agreement(
@@ -61,7 +61,8 @@ def queue_agreement(
 
         - ``pairs``: one dict per annotator pair ``(a, b)``, ``a < b``, with ``kappa``,
           ``ci`` (``[low, high]`` or ``None``), ``n_items`` (items both voted on) and
-          ``valid_resamples``;
+          ``valid_resamples`` and ``reason`` (why ``ci`` is ``None``: too few groups, see
+          :func:`app.stats.bootstrap.too_few_groups`; else ``None``);
         - ``alpha``: ``value``, ``ci``, ``n_items`` (items with two or more votes) and
           ``valid_resamples``;
         - ``vs_original``: one dict per annotator with ``n_items`` (items they voted on that
@@ -102,6 +103,7 @@ def queue_agreement(
                 **counts,
                 "ci": est["ci"],
                 "valid_resamples": est["valid_resamples"],
+                "reason": est["reason"],
             }
         )
 
