@@ -13,6 +13,7 @@ from markupsafe import Markup, escape
 from starlette.responses import HTMLResponse
 
 from app.services.jobs import kinds
+from app.services.jobs.timing import job_timing
 from app.services.metrics.metric_matrix import HEADLINE_METRICS, MATRIX_METRICS
 from app.web import cells, urls
 from app.web.filters import query_string
@@ -83,6 +84,7 @@ _HELPERS = (
     urls.judge_form_url,
     urls.job_link_url,
     kinds.describe_job,
+    job_timing,
     fmt_ci,
     query_string,
     csrf_field,
