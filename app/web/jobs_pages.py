@@ -26,7 +26,7 @@ from app.services.jobs.kinds import job_links, startable_kinds
 from app.services.jobs.timing import duration_text, judge_throughput, judge_units
 from app.tables import Benchmark, Instance, Job
 from app.web.deps import StoreDep
-from app.web.error_docs import CONFLICT
+from app.web.error_docs import BAD_BODY, CONFLICT, invalid
 from app.web.job_forms import (
     FormData,
     FormError,
@@ -279,7 +279,20 @@ def api_retry(job_id: DbId, store: StoreDep) -> JobOut:
         return JobOut.of(job_queue.retry(session, job_id))
 
 
-@api_router.post("/benchmarks/{name}/judge", response_model=JobOut, status_code=201)
+# What the kinds' own checks refuse, beyond the types of their fields.
+JOB_INVALID = invalid(
+    "a value the kind's parameters refuse (a count out of range, an unknown mode, ranker or "
+    "placeholder)",
+    "a benchmark of a kind the job cannot run on (a judge needs pairs)",
+)
+
+
+@api_router.post(
+    "/benchmarks/{name}/judge",
+    response_model=JobOut,
+    status_code=201,
+    responses={**JOB_INVALID, **BAD_BODY},
+)
 def api_judge(name: str, body: JudgeBody, store: StoreDep) -> JobOut:  # type: ignore[valid-type]
     """Queue a judge job on a pairwise benchmark (an omitted mode is the model's default)."""
     data = {**body.model_dump(exclude_unset=True), "benchmark": name}  # type: ignore[attr-defined]
@@ -301,6 +314,7 @@ def _start_route(params_type: type[JobParams]) -> None:
         methods=["POST"],
         response_model=JobOut,
         status_code=201,
+        responses={**JOB_INVALID, **BAD_BODY},
         name=f"start_{params_type.kind}",
         summary=f"Queue a {params_type.kind} job: {params_type.title.lower()}",
         description=(params_type.__doc__ or "").strip(),
