@@ -41,6 +41,13 @@ def _raw_params(pairs: list[str]) -> dict[str, list[str]]:
     return raw
 
 
+def _known_mode(value: str) -> str:
+    """Refuse an unknown ``--mode`` (eager: before a missing option or anything else)."""
+    if value not in MODES:
+        raise typer.BadParameter(f"unknown mode {value!r}; choose from {', '.join(MODES)}")
+    return value
+
+
 def disagreements_command(
     benchmark: Annotated[str, typer.Argument(help="Benchmark name.")],
     detector: Annotated[
@@ -56,7 +63,10 @@ def disagreements_command(
             "(default 0.8; cleanlab: none).",
         ),
     ] = None,
-    mode: Annotated[str, typer.Option("--mode", help=" | ".join(MODES))] = "threshold",
+    mode: Annotated[
+        str,
+        typer.Option("--mode", help=" | ".join(MODES), is_eager=True, callback=_known_mode),
+    ] = "threshold",
     judge: Annotated[
         str | None,
         typer.Option("--judge", help="Same as --param judge=NAME (detector-vs-judge)."),
@@ -71,11 +81,9 @@ def disagreements_command(
 ) -> None:
     """Items where detectors confidently contradict the labels, a judge, or a judge's other order.
 
-    ``--mode detector-vs-judge --judge NAME`` compares the detector's P(A) with the judge's AB
-    choice; ``--mode margin --param band=0.05`` lists the items a detector is unsure about.
+    '--mode detector-vs-judge --judge NAME' compares the detector's P(A) with the judge's AB
+    choice; '--mode margin --param band=0.05' lists the items a detector is unsure about.
     """
-    if mode not in MODES:
-        raise typer.BadParameter(f"choose from {', '.join(MODES)}", param_hint="--mode")
     raw = _raw_params(param or [])
     shorthands = {"min_confidence": min_confidence, "k": k, "judge": judge, "limit": limit}
     for name, value in shorthands.items():

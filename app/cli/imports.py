@@ -61,7 +61,7 @@ GraderOption = _text("--grader", "answer: exact | normalized | numeric[:TOL] | r
 
 def _run(work: Callable[[Session], list[ImportSummary]]) -> None:
     """One transaction around ``work``, then one summary line per importer call."""
-    for summary in in_store(work):
+    for summary in in_store(work, create=True):
         typer.echo(summary.line())
 
 
@@ -128,7 +128,7 @@ def statements_command(
         typer.Option("--benchmark", "-b", help="One benchmark for all files (default: per stem)."),
     ] = None,
 ) -> None:
-    """True/false statement sets; label set ``truth``."""
+    """True/false statement sets; label set 'truth'."""
     _run(lambda s: [import_statements(s, f, benchmark=benchmark) for f in files])
 
 

@@ -17,12 +17,28 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import typer
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
 from typer.main import get_group
 
 if TYPE_CHECKING:
     # The click that typer builds on (vendored since typer 0.2x): the types of its signatures.
     from typer import _click
+
+
+_typed_display = TyperOption.display_type_rich
+
+
+def _flag_display_type(self: TyperOption, ctx: _click.Context) -> str | None:
+    """No type column for a flag: it takes no value, so ``<bool>`` beside it reads as one."""
+    if self.is_flag:
+        return None
+    return _typed_display(self, ctx)
+
+
+# Typer 0.29's rich help gives every option a type, flags included (``--json <bool>``, even
+# ``--help <bool>``); its plain help already leaves flags out. Every command of ``appellate``
+# is a TyperOption user, so the one override covers the root, the groups and the lazy ones.
+TyperOption.display_type_rich = _flag_display_type  # type: ignore[method-assign]
 
 
 @dataclass(frozen=True)

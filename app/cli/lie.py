@@ -55,7 +55,7 @@ ALL_SETS = ",".join(CONFOUNDER_SETS)
 
 def _run(work: Callable[[Session], list[ImportSummary]]) -> None:
     """One transaction around ``work``, then one summary line per benchmark written."""
-    for summary in in_store(work):
+    for summary in in_store(work, create=True):
         typer.echo(summary.line())
 
 

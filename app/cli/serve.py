@@ -244,7 +244,7 @@ def demo(
 
     When it serves, the demo model converts in a background process that starts before the
     import (the conversion alone takes longer than everything else): the dashboard answers
-    without waiting for it, and judging with ``smollm2`` works once it is registered.
+    without waiting for it, and judging with the model smollm2 works once it is registered.
     """
     _progress_bars_on_terminals_only()
     settings = Settings()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -38,10 +39,48 @@ def fmt_num(value: float | None) -> str:
     return "—" if value is None else f"{value:.3f}"
 
 
-def in_store(work: Callable[[Session], T]) -> T:
-    """Run ``work(session)`` in one transaction; a domain error prints one line and exits 2."""
+def missing_store(settings: Settings) -> Path | None:
+    """The SQLite file the settings name when it does not exist; None for any other store.
+
+    Opening a store creates a missing SQLite file: a read command run in the wrong directory
+    (or with another ``APPELLATE_DATA_DIR``) would leave an empty store there and then report
+    that nothing is found. A server URL (PostgreSQL) names a database that exists or fails.
+    """
+    url = make_url(settings.resolved_database_url)
+    database = url.database
+    if url.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return None
+    if database.startswith("file:"):  # a URI filename: SQLite's own rules apply
+        return None
+    path = Path(database)
+    return None if path.exists() else path.resolve()
+
+
+def open_store(settings: Settings, *, create: bool = False) -> Store:
+    """The configured store; without ``create``, a missing SQLite file is an error (exit 2).
+
+    The commands that make a store (``demo``, ``db upgrade``, the imports, adding a user or a
+    model) pass ``create``; every other one says that there is no store at that path.
+    """
+    missing = None if create else missing_store(settings)
+    if missing is not None:
+        typer.echo(
+            f"error: no store at {missing} (nothing was created there): run the command where "
+            "the store is, set APPELLATE_DATA_DIR or APPELLATE_DATABASE_URL, or create one "
+            "with appellate demo, appellate db upgrade or an appellate import command",
+            err=True,
+        )
+        raise typer.Exit(2)
+    return Store.open(settings)
+
+
+def in_store(work: Callable[[Session], T], *, create: bool = False) -> T:
+    """Run ``work(session)`` in one transaction; a domain error prints one line and exits 2.
+
+    ``create``: make the store if it is missing (see :func:`open_store`).
+    """
     settings = Settings()
-    store = Store.open(settings)
+    store = open_store(settings, create=create)
     try:
         with transaction(store.factory) as session:
             return work(session)

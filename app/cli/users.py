@@ -37,7 +37,8 @@ def add_user(name: str, role: Role, password: str | None) -> tuple[str | None, s
     if password is None:
         generated = secrets.token_urlsafe(12)
         password = generated
-    secret = in_store(work)
+    # The first user of a new deployment may come before anything is imported.
+    secret = in_store(work, create=True)
     return generated, signin_url(secret)
 
 
@@ -89,7 +90,7 @@ def token(
     name: Annotated[str, typer.Argument(help="User name.")],
     label: Annotated[str, typer.Option(help="What the token is for.")] = "cli",
 ) -> None:
-    """Print a new API token (send it as ``Authorization: Bearer TOKEN``)."""
+    """Print a new API token (send it as the header 'Authorization: Bearer TOKEN')."""
 
     def work(session: Session) -> str:
         user = users.get_user(session, name)

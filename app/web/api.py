@@ -14,6 +14,7 @@ from app.services.table.instance_filter import InstanceFilter
 from app.services.table.instance_sort import TableSort
 from app.services.table.instances import InstanceDetail, instance_detail
 from app.web.deps import ReadCache, StoreDep
+from app.web.error_docs import invalid
 from app.web.filters import instance_filter, table_sort
 from app.web.lane import Lane
 from app.web.routers import json_router
@@ -38,7 +39,15 @@ def get_benchmark(name: str, store: StoreDep, cache: ReadCache) -> BenchmarkFace
         return describe_benchmark(session, name, cache)
 
 
-@router.get("/benchmarks/{name}/instances")
+# Filters and sorts are checked against what the benchmark holds, not only their types.
+TABLE_INVALID = invalid(
+    "an unknown sort field, or a label set or detector the benchmark lacks to sort by (`sort`)",
+    "a non-finite score bound (`score_min=nan`)",
+    "a filter naming a label set, value or detector the benchmark lacks",
+)
+
+
+@router.get("/benchmarks/{name}/instances", responses=TABLE_INVALID)
 async def list_instances(
     name: str,
     store: StoreDep,
@@ -63,7 +72,7 @@ async def list_instances(
     return view.table
 
 
-@router.get("/benchmarks/{name}/instances/{external_id:path}")
+@router.get("/benchmarks/{name}/instances/{external_id:path}", responses=TABLE_INVALID)
 async def get_instance(
     name: str,
     external_id: str,

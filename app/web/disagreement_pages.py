@@ -42,6 +42,7 @@ from app.store import Store
 from app.tables import Benchmark
 from app.web.benchmark_params import default_label
 from app.web.deps import ReadCache, StoreDep
+from app.web.error_docs import invalid
 from app.web.params import Page
 from app.web.routers import json_router, page_router
 from app.web.templating import is_fragment_request, render
@@ -296,6 +297,12 @@ def disagreements_csv(
     response_model=DisagreementListOut,
     response_model_exclude_unset=True,
     openapi_extra={"parameters": _documented_parameters()},
+    responses=invalid(
+        "a mode that needs a judge without one (`judge`), or a judge not judged in both orders",
+        "a mode for another kind of benchmark, or with the wrong number of detectors",
+        "a detector with no scores on the benchmark, or `k` outside 1 to the detectors",
+        "a label set that is not binary without `positive`",
+    ),
 )
 def api_disagreements(
     name: str, store: StoreDep, cache: ReadCache, query: DisagreementParams

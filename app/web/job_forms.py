@@ -132,3 +132,102 @@ def body_model(
         __config__=pydantic.ConfigDict(extra="forbid"),
         **definitions,
     )
+
+
+# Text fields this long or with line breaks (prompt templates) are text areas.
+_LONG_TEXT = 80
+
+
+@dataclass(frozen=True)
+class FormField:
+    """One control of the generic job form, built from a parameters field's type.
+
+    ``control`` is ``number``, ``decimal``, ``checkbox``, ``text``, ``textarea`` or ``select``
+    (``choices`` then lists its options); ``value`` is the default as the form shows it.
+    """
+
+    name: str
+    label: str
+    control: str
+    value: str
+    required: bool
+    choices: tuple[str, ...] = ()
+    hint: str = ""
+
+
+def form_settable(params_type: type[JobParams]) -> bool:
+    """Whether every required field of ``params_type`` can be typed into the generic form.
+
+    A kind with a required mapping (a lie probe's capture spec) has its own form instead.
+    """
+    hints = typing.get_type_hints(params_type)
+    return all(
+        _form_control(hints[f.name]) is not None
+        for f in fields(params_type)
+        if f.default is MISSING and f.default_factory is MISSING
+    )
+
+
+def _form_control(hint: Any) -> str | None:
+    """The control of a field typed ``hint``; None for a type a form cannot carry."""
+    args = typing.get_args(hint)
+    if type(None) in args:
+        (hint,) = [a for a in args if a is not type(None)]
+    origin = typing.get_origin(hint)
+    if origin is list:
+        return "text"
+    if origin is not None:
+        return None
+    return {int: "number", float: "decimal", bool: "checkbox", str: "text"}.get(hint)
+
+
+def _form_value(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, bool):
+        return "true" if value else ""
+    return str(value)
+
+
+def form_fields(
+    params_type: type[JobParams],
+    values: dict[str, str],
+    choices: dict[str, tuple[str, ...]],
+) -> list[FormField]:
+    """The generic form's controls for ``params_type``, showing ``values`` over the defaults.
+
+    ``choices`` gives the options of fields naming what the store holds (``benchmark``,
+    ``model``): those are selects. Fields a form cannot carry (mappings) are left out, so
+    they keep their defaults.
+    """
+    hints = typing.get_type_hints(params_type)
+    found: list[FormField] = []
+    for f in fields(params_type):
+        control = _form_control(hints[f.name])
+        if control is None:
+            continue
+        required = f.default is MISSING and f.default_factory is MISSING
+        default: Any = None
+        if f.default is not MISSING:
+            default = f.default
+        elif f.default_factory is not MISSING:
+            default = f.default_factory()
+        value = values[f.name] if f.name in values else _form_value(default)
+        hint = ""
+        if typing.get_origin(hints[f.name]) is list or (
+            typing.get_origin(hints[f.name]) in (typing.Union, types.UnionType)
+            and any(typing.get_origin(a) is list for a in typing.get_args(hints[f.name]))
+        ):
+            hint = "comma-separated; blank for the default"
+        elif not required and default is None:
+            hint = "optional"
+        options = choices.get(f.name, ())
+        if options and control == "text" and typing.get_origin(hints[f.name]) is not list:
+            control = "select"
+        elif control == "text" and (len(str(default or "")) > _LONG_TEXT or "\n" in value):
+            control = "textarea"
+        label = f.name.replace("_", " ").capitalize()
+        found.append(FormField(f.name, label, control, value, required, options, hint))
+    return found

@@ -1,18 +1,23 @@
 """Jobs in the browser and the API: list, progress, cancel, retry, the judge form, and starts.
 
-``POST /api/jobs/{kind}`` queues a job of every kind a user may start, from its parameters.
+``POST /api/jobs/{kind}`` queues a job of every kind a user may start, from its parameters;
+``/jobs/new/{kind}`` is the same start as a form, built from the kind's parameter fields.
 """
 
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, fields
+from datetime import datetime
 from typing import Any
 
 from fastapi import Request
 from pydantic import BaseModel
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 from starlette.responses import HTMLResponse, Response
 
 from app.db import transaction
+from app.errors import InvalidInput, NotFound
 from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.language_models import list_language_models
 from app.services.jobs import queue as job_queue
@@ -20,11 +25,20 @@ from app.services.jobs.judge import JudgeParams, judgeable_benchmarks
 from app.services.jobs.kind import JobParams
 from app.services.jobs.kinds import job_links, startable_kinds
 from app.services.jobs.live_progress import read_live_progress
+from app.services.jobs.timing import duration_text, judge_throughput, judge_units
 from app.store import Store
-from app.tables import Job
+from app.tables import Benchmark, Instance, Job
 from app.web.deps import StoreDep
-from app.web.error_docs import CONFLICT
-from app.web.job_forms import FormData, FormError, body_model, queue_job, submit_job_form
+from app.web.error_docs import BAD_BODY, CONFLICT, invalid
+from app.web.job_forms import (
+    FormData,
+    FormError,
+    body_model,
+    form_fields,
+    form_settable,
+    queue_job,
+    submit_job_form,
+)
 from app.web.params import DbId
 from app.web.responses import redirect_after_post
 from app.web.routers import json_router, page_router
@@ -42,6 +56,9 @@ class JobOut(BaseModel):
     status: str
     progress_done: int
     progress_total: int | None
+    # The job's own times: the progress macro shows elapsed time and an ETA from them.
+    started_at: datetime | None
+    finished_at: datetime | None
     attempts: int
     max_attempts: int
     params: dict[str, Any]
@@ -58,6 +75,21 @@ class JobOut(BaseModel):
 # drift apart; an omitted mode is the registered model's.
 JudgeBody = body_model(JudgeParams, exclude=frozenset({"benchmark"}))
 JUDGE_FORM = "judge"
+# The judge form's sample: small enough that a first run on a CPU finishes in minutes (the
+# parameters' own default, every pair, is one blank field away).
+JUDGE_FORM_SAMPLE = 20
+START_FORM = "job-start"
+# Kinds with a form of their own elsewhere: the jobs page links there, not to the generic form.
+_OWN_FORMS = {"judge": "the Judge form of a pairwise benchmark (below)", "fit_lie_probe": "/probes"}
+
+
+def startable_forms() -> list[tuple[str, str, str | None]]:
+    """Every kind a user may start: (kind, title, URL of its generic form or None)."""
+    return [
+        (name, cls.title, f"/jobs/new/{name}" if name not in _OWN_FORMS and form_settable(cls)
+         else None)
+        for name, cls in sorted(startable_kinds().items())
+    ]  # fmt: skip
 
 
 @router.get("/jobs", response_class=HTMLResponse)
@@ -67,7 +99,13 @@ def jobs_page(request: Request, store: StoreDep, status: str | None = None) -> H
         rows = job_queue.list_jobs(session, status=status or None)
         active = job_queue.active_jobs_exist(session)
         pairwise = judgeable_benchmarks(session)
-    context = {"jobs": rows, "active": active, "status": status or "", "pairwise": pairwise}
+    context = {
+        "jobs": rows,
+        "active": active,
+        "status": status or "",
+        "pairwise": pairwise,
+        "starts": startable_forms(),
+    }
     return render(request, "jobs.html", context, fragment="_jobs_table.html")
 
 
@@ -87,6 +125,9 @@ class LiveProgress:
     status: str
     progress_done: int
     progress_total: int | None
+    # The job's own times: the progress macro shows elapsed time and an ETA from them.
+    started_at: datetime | None
+    finished_at: datetime | None
 
 
 def _live(store: Store, job: Job) -> LiveProgress | None:
@@ -96,7 +137,7 @@ def _live(store: Store, job: Job) -> LiveProgress | None:
     live = read_live_progress(store.settings.data_dir, job.id)
     if live is None or live[0] < job.progress_done:
         return None
-    return LiveProgress(job.status, *live)
+    return LiveProgress(job.status, *live, started_at=job.started_at, finished_at=job.finished_at)
 
 
 @router.post("/jobs/{job_id}/cancel")
@@ -128,14 +169,42 @@ def _judge_page(
             (m.name, (m.details or {}).get("judge_mode", "generate"))
             for m in list_language_models(session)
         ]
-    defaults = {f.name: f.default for f in fields(JudgeParams) if f.default is not MISSING}
+        defaults = {f.name: f.default for f in fields(JudgeParams) if f.default is not MISSING}
+        shown = {**defaults, "limit": JUDGE_FORM_SAMPLE, **(values or {})}
+        pairs = session.scalar(
+            select(func.count()).select_from(Instance).where(Instance.benchmark_id == bench.id)
+        )
+        estimates = [
+            (model, _judge_estimate(session, model, shown, pairs or 0)) for model, _ in models
+        ]
     context = {
         "bench": bench,
         "models": models,
-        "values": {**defaults, **(values or {})},
+        "values": shown,
+        "estimates": estimates,
         "form_error": error,
     }
     return render(request, "judge_form.html", context)
+
+
+def _judge_estimate(session: Session, model: str, values: dict[str, Any], pairs: int) -> str:
+    """How long the sample shown takes with ``model``, from its recent judge jobs' pace."""
+    rate = judge_throughput(session, model)
+    if rate is None:
+        return "no estimate yet (it has finished no judge job)"
+    try:
+        limit = JudgeParams.parse_form({"limit": str(values.get("limit") or "")})["limit"]
+        repeats = JudgeParams.parse_form({"repeat_subset": str(values.get("repeat_subset", 0))})
+    except InvalidInput:
+        return "no estimate for these values"
+    orders = values.get("orders") or ["AB", "BA"]
+    n_orders = len(orders.split(",") if isinstance(orders, str) else orders)
+    units = judge_units(limit, n_orders, repeats["repeat_subset"], pairs)
+    jobs = f"{rate.jobs} judge job{'s' if rate.jobs != 1 else ''}"
+    return (
+        f"about {duration_text(rate.estimate(units))} for {units:,} judgments "
+        f"({rate.per_second:.2g} a second over its last {jobs})"
+    )
 
 
 @router.get("/benchmarks/{name}/judge", response_class=HTMLResponse)
@@ -154,6 +223,59 @@ def judge_submit(request: Request, name: str, store: StoreDep, form: FormData) -
         JudgeParams,
         lambda: {**JudgeParams.parse_form(form), "benchmark": name},
         lambda error: _judge_page(request, store, name, form, error),
+    )
+
+
+def _start_kind(kind: str) -> type[JobParams]:
+    """The parameters class of a kind users start from the generic form (else 404)."""
+    cls = startable_kinds().get(kind)
+    if cls is None or kind in _OWN_FORMS or not form_settable(cls):
+        raise NotFound(f"no job kind {kind!r} to start here")
+    return cls
+
+
+def _start_page(
+    request: Request,
+    store: StoreDep,
+    kind: str,
+    values: dict[str, str] | None = None,
+    error: FormError | None = None,
+) -> HTMLResponse:
+    params_type = _start_kind(kind)
+    with transaction(store.factory) as session:
+        choices = {
+            "benchmark": tuple(session.scalars(select(Benchmark.name).order_by(Benchmark.name))),
+            "model": tuple(m.name for m in list_language_models(session)),
+        }
+    context = {
+        "kind": kind,
+        "params_type": params_type,
+        "doc": (params_type.__doc__ or "").strip(),
+        "fields": form_fields(params_type, values or {}, choices),
+        "form_error": error,
+    }
+    return render(request, "job_form.html", context)
+
+
+@router.get("/jobs/new/{kind}", response_class=HTMLResponse)
+def start_form(
+    request: Request, kind: str, store: StoreDep, benchmark: str | None = None
+) -> HTMLResponse:
+    """The form that starts a job of ``kind``: one control per parameter, with its default."""
+    return _start_page(request, store, kind, {"benchmark": benchmark} if benchmark else None)
+
+
+@router.post("/jobs/new/{kind}")
+def start_submit(request: Request, kind: str, store: StoreDep, form: FormData) -> Response:
+    """Queue the job and go to its page; a bad value shows the form again, marked (422)."""
+    params_type = _start_kind(kind)
+    return submit_job_form(
+        request,
+        store,
+        START_FORM,
+        params_type,
+        lambda: params_type.parse_form(form),
+        lambda error: _start_page(request, store, kind, form, error),
     )
 
 
@@ -185,7 +307,20 @@ def api_retry(job_id: DbId, store: StoreDep) -> JobOut:
         return JobOut.of(job_queue.retry(session, job_id))
 
 
-@api_router.post("/benchmarks/{name}/judge", response_model=JobOut, status_code=201)
+# What the kinds' own checks refuse, beyond the types of their fields.
+JOB_INVALID = invalid(
+    "a value the kind's parameters refuse (a count out of range, an unknown mode, ranker or "
+    "placeholder)",
+    "a benchmark of a kind the job cannot run on (a judge needs pairs)",
+)
+
+
+@api_router.post(
+    "/benchmarks/{name}/judge",
+    response_model=JobOut,
+    status_code=201,
+    responses={**JOB_INVALID, **BAD_BODY},
+)
 def api_judge(name: str, body: JudgeBody, store: StoreDep) -> JobOut:  # type: ignore[valid-type]
     """Queue a judge job on a pairwise benchmark (an omitted mode is the model's default)."""
     data = {**body.model_dump(exclude_unset=True), "benchmark": name}  # type: ignore[attr-defined]
@@ -207,6 +342,7 @@ def _start_route(params_type: type[JobParams]) -> None:
         methods=["POST"],
         response_model=JobOut,
         status_code=201,
+        responses={**JOB_INVALID, **BAD_BODY},
         name=f"start_{params_type.kind}",
         summary=f"Queue a {params_type.kind} job: {params_type.title.lower()}",
         description=(params_type.__doc__ or "").strip(),

@@ -30,6 +30,7 @@ from app.stats.registry import ANSWER_METRICS, Metric, Need
 from app.tables import Job
 from app.web.benchmark_params import DetectorParam, LabelParam, default_label, non_blank
 from app.web.deps import ReadCache, StoreDep
+from app.web.error_docs import MAX_RESAMPLES, invalid
 from app.web.filters import Blank
 from app.web.metrics_schema import MetricsReportModel
 from app.web.params import DbCount
@@ -43,7 +44,10 @@ api_router = json_router("metrics")
 DEFAULT_RESAMPLES = 2000
 
 SliceParam = Annotated[str | None, Blank, Query(description="Payload field defining slices.")]
-ResamplesParam = Annotated[int, Query(ge=1, le=100_000, description="Group-bootstrap resamples.")]
+ResamplesParam = Annotated[
+    int,
+    Query(ge=1, le=MAX_RESAMPLES, description="Group-bootstrap resamples (at most 10,000)."),
+]
 SeedParam = Annotated[DbCount, Query(description="Bootstrap seed.")]
 LabelsParam = Annotated[
     LabelMode,
@@ -296,6 +300,12 @@ def _columns(report: dict[str, Any]) -> list[Metric]:
     response_model=MetricsReportModel,
     # Score reports and answer reports have different keys: each keeps exactly its own.
     response_model_exclude_unset=True,
+    responses=invalid(
+        "a label set that is not binary without `positive` naming its positive class",
+        "a `positive` value the label set does not have",
+        "a `slice` that is not a payload field name",
+        "`resamples` above 10,000 (one request computes its bootstrap inline)",
+    ),
 )
 def api_metrics(
     name: str, store: StoreDep, cache: ReadCache, params: MetricsParamsDep

@@ -33,6 +33,7 @@ from app.services.review.defect_report import defect_report
 from app.services.table.filter_query import parse_filter_query
 from app.store import Store
 from app.web.deps import StoreDep
+from app.web.error_docs import MAX_RESAMPLES
 from app.web.filters import Blank
 from app.web.routers import page_router
 from app.web.templating import render
@@ -53,7 +54,9 @@ LabelParam = Annotated[
 KParam = Annotated[
     int, Query(ge=1, le=1000, description="Agreeing voters needed to override the original.")
 ]
-ResamplesParam = Annotated[int, Query(ge=1, le=100_000, description="Bootstrap resamples.")]
+ResamplesParam = Annotated[
+    int, Query(ge=1, le=MAX_RESAMPLES, description="Bootstrap resamples (at most 10,000).")
+]
 # Aliases keep the URL's short names without shadowing Python's format() and filter().
 FormatParam = Annotated[ExportFormat, Query(alias="format", description="jsonl, csv or parquet.")]
 LabelsParam = Annotated[LabelChoice, Query(description="`resolved` or `original` label values.")]

@@ -33,6 +33,7 @@ from app.store import Store
 from app.tables import Benchmark, Instance, Role
 from app.web.auth import Annotator, RequireReviewer, Reviewer
 from app.web.deps import ReadCache, StoreDep
+from app.web.error_docs import BAD_BODY, invalid
 from app.web.job_forms import FormData
 from app.web.pages import instance_response
 from app.web.params import DbCount, DbId
@@ -492,6 +493,7 @@ def api_item(queue_id: DbId, instance_id: DbId, store: StoreDep, principal: Anno
 @api_router.post(
     "/queues/{queue_id}/items/{instance_id}/reveal",
     response_model=ItemState,
+    responses=invalid("an item not in the queue (`item`)"),
     response_model_exclude_unset=True,
 )
 def api_reveal(
@@ -508,7 +510,14 @@ def api_reveal(
 _WRITE_ROUTE: dict[str, Any] = {
     "status_code": 201,
     "response_model": Written,
-    "responses": {409: {"model": StaleState, "description": "The item changed meanwhile."}},
+    "responses": {
+        409: {"model": StaleState, "description": "The item changed meanwhile."},
+        **invalid(
+            "an item not in the queue (`item`)",
+            "a value outside the queue's label set",
+        ),
+        **BAD_BODY,
+    },
 }
 
 

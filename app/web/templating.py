@@ -13,6 +13,7 @@ from markupsafe import Markup, escape
 from starlette.responses import HTMLResponse
 
 from app.services.jobs import kinds
+from app.services.jobs.timing import job_timing
 from app.services.metrics.metric_matrix import HEADLINE_METRICS, MATRIX_METRICS
 from app.stats.bootstrap import TOO_FEW_GROUPS
 from app.web import cells, urls
@@ -111,6 +112,7 @@ _HELPERS = (
     urls.judge_form_url,
     urls.job_link_url,
     kinds.describe_job,
+    job_timing,
     fmt_ci,
     interval,
     query_string,

@@ -143,3 +143,30 @@ def test_an_unknown_benchmark_names_the_store_without_its_password(
     assert f"(in the store {url.render_as_string(hide_password=True)})" in result.output
     if url.password:
         assert url.password not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["metrics", "bench", "--detector", "ghost"], "detectors: "),
+        (["disagreements", "bench", "-d", "ghost"], "detectors: "),
+        (["metrics", "bench", "--label", "gold"], "label sets: "),
+    ],
+)
+def test_an_unknown_name_lists_the_valid_ones(
+    runner: CliRunner, cli: typer.Typer, factory: sessionmaker[Session], args: list[str], names: str
+) -> None:
+    """Issue 21 item 11: a typo is fixed from the error, without a command to list names."""
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 2
+    listed = result.stderr.split(names, 1)[1].split(" (in the store", 1)[0].split(", ")
+    expected = ["judge", "probe"] if "detector" in names else ["reference"]
+    assert set(expected) <= set(listed), result.stderr
+
+
+def test_an_unknown_mode_is_named_before_anything_else(runner: CliRunner, cli: typer.Typer) -> None:
+    """Issue 21 item 11: ``--mode bogus`` without ``-d`` said that ``-d`` was missing."""
+    result = runner.invoke(cli, ["disagreements", "bench", "--mode", "bogus"])
+    assert result.exit_code == 2
+    assert "unknown mode 'bogus'" in result.output and "threshold" in result.output
+    assert "Missing option" not in result.output

@@ -19,7 +19,7 @@ import typer
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from app.cli.support import echo_rows, in_store
+from app.cli.support import echo_rows, in_store, open_store
 from app.db import transaction
 from app.errors import InvalidInput
 from app.services.jobs import queue as job_queue
@@ -120,7 +120,7 @@ def submit(enqueue: Callable[[Session], Job], wait: bool, device: str) -> None:
     typer.echo(f"job {job_id} queued")
     if not wait:
         return
-    store = Store.open(Settings())
+    store = open_store(Settings())
     try:
         job = wait_for_job(store, job_id, device=device)
     finally:

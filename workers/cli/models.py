@@ -53,7 +53,7 @@ def _register(
             details=details,
         )
 
-    model = in_store(work)
+    model = in_store(work, create=True)
     typer.echo(
         f"model {model.name}: {model.n_layers} blocks, d_model {model.d_model}, "
         f"{model.fingerprint[:19]}, {model.path}"

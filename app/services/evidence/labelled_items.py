@@ -29,10 +29,9 @@ from app.errors import InvalidInput, NotFound
 from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.binary_target import BinaryTarget, binary_target
 from app.services.evidence.flips import FLIP_PREFIX
-from app.services.evidence.labels import current_label_subquery
+from app.services.evidence.labels import current_label_subquery, label_names
 from app.services.evidence.payload_fields import payload_text
 from app.services.evidence.resolution import check_k, resolved_values
-from app.sql.lookup import get_one
 from app.tables import Benchmark, Detector, Instance, Judgment, Order, Score
 
 __all__ = [
@@ -162,7 +161,9 @@ def load_labelled(
         ]
     if not rows:
         what = "no label set" if labels == "original" else "no resolved value of label set"
-        raise NotFound(f"benchmark {bench.name!r} has {what} {label!r}")
+        # The names it has, so a typo is fixed without another command to list them.
+        known = known_names(label_names(session, bench.id))
+        raise NotFound(f"benchmark {bench.name!r} has {what} {label!r}; label sets: {known}")
     # Columns, then the target's code of each distinct value (a handful), not of each row.
     ids, external_ids, groups, values, *slice_column = (list(c) for c in zip(*rows, strict=True))
     distinct = set(values)
@@ -235,9 +236,27 @@ def data_key(
     )
 
 
+# Names an error lists at most: a store can hold thousands of detectors.
+KNOWN_SHOWN = 20
+
+
+def known_names(names: Sequence[str], total: int | None = None) -> str:
+    """``names`` for an error message: the first :data:`KNOWN_SHOWN`, then how many in all."""
+    total = len(names) if total is None else total
+    if not total:
+        return "none"
+    shown = ", ".join(names[:KNOWN_SHOWN])
+    return shown if total <= KNOWN_SHOWN else f"{shown}, ... ({total:,} in all)"
+
+
 def get_detector(session: Session, name: str) -> Detector:
-    """The detector called ``name``; :class:`NotFound` if there is none."""
-    return get_one(session, Detector, f"no detector named {name!r}", name=name)
+    """The detector called ``name``; :class:`NotFound` listing the known names if none is."""
+    found = session.scalar(select(Detector).where(Detector.name == name))
+    if found is not None:
+        return found
+    names = list(session.scalars(select(Detector.name).order_by(Detector.name).limit(KNOWN_SHOWN)))
+    total = session.scalar(select(func.count()).select_from(Detector)) or 0
+    raise NotFound(f"no detector named {name!r}; detectors: {known_names(names, total)}")
 
 
 def scored_detectors(session: Session, benchmark: Benchmark) -> list[Detector]:
