@@ -13,6 +13,7 @@ from app.cli.support import in_store
 from app.ingest.alpaca_eval import import_alpaca_eval
 from app.ingest.arena_hard import DEFAULT_BASELINE, import_arena_hard
 from app.ingest.judgebench import import_judgebench
+from app.ingest.lm_eval import import_lm_eval
 from app.ingest.mmlu_redux import import_mmlu_redux
 from app.ingest.mtbench import import_mtbench
 from app.ingest.mtbench_judgments import import_mtbench_judgments
@@ -242,3 +243,40 @@ def arena_hard_command(
 def alpaca_eval_command(paths: JudgmentPaths, benchmark: BenchmarkOption = None) -> None:
     """AlpacaEval annotations.json: one judgment per pair, in one unrecorded order."""
     _run(lambda s: [import_alpaca_eval(s, paths, benchmark=benchmark or "alpaca-eval")])
+
+
+@import_app.command("lm-eval")
+def lm_eval_command(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="samples_<task>_<time>.jsonl files or run folders (with results_*.json)."
+        ),
+    ],
+    benchmark: BenchmarkOption = None,
+    question: _text(
+        "--question", "Doc field of the item's text (dotted path, e.g. doc.question)."
+    ) = None,
+    choices: _text(
+        "--choices", "Doc field of the option texts (dotted path, e.g. choices.text)."
+    ) = None,
+    grader: GraderOption = None,
+) -> None:
+    """lm-evaluation-harness --log_samples output: one detector per run, items by doc_hash."""
+    _run(
+        lambda s: [
+            import_lm_eval(
+                s,
+                paths,
+                benchmark=benchmark,
+                question_field=_doc_path(question),
+                choices_field=_doc_path(choices),
+                grader=grader,
+            )
+        ]
+    )
+
+
+def _doc_path(path: str | None) -> str | None:
+    """A path into ``doc``: a leading ``doc.`` (as the samples file nests it) is optional."""
+    return path.removeprefix("doc.") if path else None

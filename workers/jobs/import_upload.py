@@ -13,6 +13,7 @@ from app.errors import InvalidInput
 from app.ingest.alpaca_eval import import_alpaca_eval
 from app.ingest.arena_hard import import_arena_hard
 from app.ingest.judgebench import import_judgebench
+from app.ingest.lm_eval import import_lm_eval
 from app.ingest.mmlu_redux import import_mmlu_redux
 from app.ingest.mtbench_judgments import import_mtbench_judgments
 from app.ingest.records import ImportSummary
@@ -51,6 +52,7 @@ IMPORT: dict[str, Importer] = {
     "alpaca-eval": lambda s, path, p: import_alpaca_eval(s, [path], benchmark=p.benchmark),
     "arena-hard": lambda s, path, p: import_arena_hard(s, [path], benchmark=p.benchmark),
     "mtbench-judgments": _mtbench_judgments,
+    "lm-eval": lambda s, path, p: import_lm_eval(s, [path], benchmark=p.benchmark),
 }
 assert set(IMPORT) == set(IMPORTERS), "every importer the page offers has a reader here"
 

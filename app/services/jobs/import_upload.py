@@ -27,6 +27,7 @@ IMPORTERS: dict[str, str] = {
     "alpaca-eval": "AlpacaEval annotations.json (one presentation order per item)",
     "arena-hard": "Arena-Hard-Auto judgments (games[0] and games[1] as both orders)",
     "mtbench-judgments": "FastChat MT-Bench judgments (*_pair.jsonl, *_single.jsonl)",
+    "lm-eval": "lm-evaluation-harness samples_<task>_<time>.jsonl (--log_samples output)",
 }
 """The importers the page offers, by name, with what they read (the worker maps each name)."""
 
