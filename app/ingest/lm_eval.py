@@ -508,8 +508,9 @@ class _Mapper:
             value = value[0]  # [[text]] in older harness versions and in resps
         if not isinstance(value, str):
             raise row.error(f"{source}[0]", f"expected the generated text, got {type_name(value)}")
-        # An empty generation is a real (wrong) answer; answer_text would drop it.
-        answer = value if value.strip() else value or " "
+        # An empty generation is a real (wrong) answer, kept as one space: answer_text would
+        # drop it and the item would look unanswered.
+        answer = value or " "
         return PredictionIn(self.detector_id, answer[:MAX_ANSWER_LENGTH], None, details, source)
 
 
