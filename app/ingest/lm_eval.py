@@ -244,7 +244,8 @@ def _run_of(path: Path) -> _Run:
                            field="model_name")  # fmt: skip
     configs = results.get("configs") if isinstance(results.get("configs"), dict) else {}
     task_config = configs.get(task) if isinstance(configs.get(task), dict) else {}
-    shots = (results.get("n-shot") or {}).get(task, task_config.get("num_fewshot"))
+    n_shots = results.get("n-shot") if isinstance(results.get("n-shot"), dict) else {}
+    shots = n_shots.get(task, task_config.get("num_fewshot"))
     n_shot = shots if isinstance(shots, int) and not isinstance(shots, bool) else None
     dtype = str(config.get("model_dtype") or args.get("dtype") or "").removeprefix("torch.")
     settings = [f"{n_shot}-shot" if n_shot is not None else "n-shot unknown"]
