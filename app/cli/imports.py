@@ -15,6 +15,7 @@ from app.ingest.arena_hard import DEFAULT_BASELINE, import_arena_hard
 from app.ingest.helm import import_helm
 from app.ingest.inspect_logs import import_inspect_logs
 from app.ingest.judgebench import import_judgebench
+from app.ingest.lm_eval import import_lm_eval
 from app.ingest.mmlu_redux import import_mmlu_redux
 from app.ingest.mtbench import import_mtbench
 from app.ingest.mtbench_judgments import import_mtbench_judgments
@@ -287,3 +288,40 @@ def helm_command(
 ) -> None:
     """HELM multiple-choice runs: one detector per run's model, the correct reference as label."""
     _run(lambda s: import_helm(s, paths, benchmark=benchmark))
+
+
+@import_app.command("lm-eval")
+def lm_eval_command(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="samples_<task>_<time>.jsonl files or run folders (with results_*.json)."
+        ),
+    ],
+    benchmark: BenchmarkOption = None,
+    question: _text(
+        "--question", "Doc field of the item's text (dotted path, e.g. doc.question)."
+    ) = None,
+    choices: _text(
+        "--choices", "Doc field of the option texts (dotted path, e.g. choices.text)."
+    ) = None,
+    grader: GraderOption = None,
+) -> None:
+    """lm-evaluation-harness --log_samples output: one detector per run, items by doc_hash."""
+    _run(
+        lambda s: [
+            import_lm_eval(
+                s,
+                paths,
+                benchmark=benchmark,
+                question_field=_doc_path(question),
+                choices_field=_doc_path(choices),
+                grader=grader,
+            )
+        ]
+    )
+
+
+def _doc_path(path: str | None) -> str | None:
+    """A path into ``doc``: a leading ``doc.`` (as the samples file nests it) is optional."""
+    return path.removeprefix("doc.") if path else None

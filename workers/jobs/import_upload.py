@@ -19,6 +19,7 @@ from app.ingest.arena_hard import import_arena_hard
 from app.ingest.helm import import_helm
 from app.ingest.inspect_logs import import_inspect_logs
 from app.ingest.judgebench import import_judgebench
+from app.ingest.lm_eval import import_lm_eval
 from app.ingest.mmlu_redux import import_mmlu_redux
 from app.ingest.mtbench_judgments import import_mtbench_judgments
 from app.ingest.progress import counting_reads
@@ -68,6 +69,7 @@ IMPORT: dict[str, Importer] = {
     # The page names one benchmark: every task of the log goes there (one task per log).
     "inspect": lambda s, path, p: _as_one(import_inspect_logs(s, [path], benchmark=p.benchmark)),
     "helm": lambda s, path, p: _as_one(import_helm(s, [path], benchmark=p.benchmark)),
+    "lm-eval": lambda s, path, p: import_lm_eval(s, [path], benchmark=p.benchmark),
 }
 assert set(IMPORT) == set(IMPORTERS), "every importer the page offers has a reader here"
 

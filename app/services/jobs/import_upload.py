@@ -29,6 +29,7 @@ IMPORTERS: dict[str, str] = {
     "mtbench-judgments": "FastChat MT-Bench judgments (*_pair.jsonl, *_single.jsonl)",
     "inspect": "Inspect AI log (.eval or .json): one benchmark per task, one detector per model",
     "helm": "HELM multiple-choice run folder (a zip of it, or its scenario_state.json)",
+    "lm-eval": "lm-evaluation-harness samples_<task>_<time>.jsonl (--log_samples output)",
 }
 """The importers the page offers, by name, with what they read (the worker maps each name)."""
 

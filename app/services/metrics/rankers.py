@@ -46,8 +46,8 @@ DETAILS_KEY = "rankers"
 class RankInputs:
     """What the rankers read: the answers, who votes, the local model's probabilities, targets.
 
-    ``voters`` are the answer columns that count as votes (models that give answers without
-    probabilities); ``local`` is the column of a model with option probabilities, if any;
+    ``voters`` are the answer columns that count as votes (every model but the local one);
+    ``local`` is the column of the first model (by name) with option probabilities, if any;
     ``train`` holds the 0/1 expert verdicts (NaN where absent) the combiner learns from.
     """
 
@@ -217,7 +217,10 @@ def rank_inputs(
     if all(v is None for v in matrix.labels):
         raise InvalidInput(f"benchmark {bench.name!r} has no reference labels to check")
     local = [j for j, probs in enumerate(matrix.probabilities) if probs]
-    voters = [j for j in range(len(matrix.models)) if j not in local]
+    # The local model's vote is its probabilities; every other model votes with its answer,
+    # those with probabilities too (an lm-eval import gives every model probabilities, and
+    # leaving them out would leave no voters at all).
+    voters = [j for j in range(len(matrix.models)) if j not in local[:1]]
     verdicts = dict(
         session.execute(
             select(Instance.id, current_label_subquery(train_label)).where(
