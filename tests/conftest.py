@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import time
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import migrate
@@ -98,16 +101,53 @@ def settings(_migrated: Settings, tmp_path: Path) -> Settings:
     return _migrated.model_copy(update={"data_dir": tmp_path})
 
 
+# How long the emptying TRUNCATE waits for another session's locks before it ends them.
+TRUNCATE_LOCK_TIMEOUT = "20s"
+
+
+def truncate_pg(eng: Engine, tables: list[str], lock_timeout: str = TRUNCATE_LOCK_TIMEOUT) -> None:
+    """Empty ``tables``; a session the test left behind is ended instead of waited for.
+
+    A session left idle in a transaction (or a background thread of the test's app still
+    reading) holds locks the TRUNCATE needs: without a timeout the teardown waits for ever (CI
+    once stalled at 96% with the machine idle), and a reader can deadlock with it. The test is
+    over, so any other session on its database is a leftover: it is ended, named in a warning.
+    """
+    statement = text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
+    for attempt in range(3):
+        try:
+            with eng.begin() as conn:
+                conn.execute(text(f"SET LOCAL lock_timeout = '{lock_timeout}'"))
+                conn.execute(statement)
+            return
+        except OperationalError:
+            if attempt == 2:
+                raise
+        with eng.begin() as conn:
+            ended = conn.execute(
+                text(
+                    "SELECT pid, state, left(query, 200), pg_terminate_backend(pid) "
+                    "FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND pid <> pg_backend_pid()"
+                )
+            ).all()
+        if ended:
+            warnings.warn(
+                f"teardown ended sessions left on the test database: {ended}", stacklevel=1
+            )
+        time.sleep(0.5)
+
+
 @pytest.fixture
 def engine(settings: Settings) -> Iterator[Engine]:
     """An engine on the migrated database, emptied after each test."""
     eng = make_engine(settings)
     yield eng
-    with eng.begin() as conn:
-        tables = [t.name for t in reversed(Base.metadata.sorted_tables)]
-        if eng.dialect.name == "postgresql":
-            conn.execute(text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE"))
-        else:
+    tables = [t.name for t in reversed(Base.metadata.sorted_tables)]
+    if eng.dialect.name == "postgresql":
+        truncate_pg(eng, tables)
+    else:
+        with eng.begin() as conn:
             for name in tables:
                 conn.execute(text(f"DELETE FROM {name}"))
     eng.dispose()
