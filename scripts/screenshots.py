@@ -142,7 +142,7 @@ def flipped_pair(settings: Any) -> str:
     from app.store import Store
     from app.tables import Instance, LabelEvent
 
-    store = Store.open(settings)
+    store = Store.open(settings, upgrade=False)
     try:
         with transaction(store.factory) as session:
             bench = get_benchmark(session, PAIRS)
@@ -174,7 +174,7 @@ def original_label(settings: Any, external_id: str) -> str | None:
     from app.store import Store
     from app.tables import Instance, LabelEvent
 
-    store = Store.open(settings)
+    store = Store.open(settings, upgrade=False)
     try:
         with transaction(store.factory) as session:
             bench = get_benchmark(session, CHOICES)
@@ -261,7 +261,7 @@ class Camera:
         # Pages polling a running job never go idle; nothing in the demo runs, but a cap keeps
         # such a page from hanging the script.
         with contextlib.suppress(PlaywrightTimeout):
-            self.page.wait_for_load_state("networkidle", timeout=15_000)
+            self.page.wait_for_load_state("networkidle", timeout=30_000)
         self.page.evaluate("document.fonts.ready")
 
     def shoot(self, name: str) -> None:
@@ -272,22 +272,31 @@ class Camera:
         print(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}", flush=True)
 
 
-def walk(browser: Any, url: str, settings: Any, out: Path) -> list[str]:
+@dataclass(frozen=True)
+class Demo:
+    """What the walk needs from the store, read before the server starts (no second writer)."""
+
+    settings: Any
+    admin_secret: str
+    annotator_secret: str
+    pair: str
+
+
+def walk(browser: Any, url: str, demo: Demo, out: Path) -> list[str]:
     """Take every screenshot of :data:`SHOTS`; returns the problems seen on the way."""
     from playwright.sync_api import expect
 
     from app.web.urls import instance_url
 
     problems: list[str] = []
-    admin_secret, annotator_secret = sign_in_secrets(settings)
-    admin = Camera(browser, url, admin_secret, out, problems)
+    admin = Camera(browser, url, demo.admin_secret, out, problems)
     page = admin.page
 
     admin.visit("/")
     admin.shoot("benchmarks")
     admin.visit(f"/benchmarks/{PAIRS}")
     admin.shoot("instance-table")
-    admin.visit(instance_url(PAIRS, flipped_pair(settings)))
+    admin.visit(instance_url(PAIRS, demo.pair))
     admin.shoot("pair-instance")
     admin.visit(f"/benchmarks/{PAIRS}/metrics")
     admin.shoot("metrics")
@@ -296,14 +305,14 @@ def walk(browser: Any, url: str, settings: Any, out: Path) -> list[str]:
     admin.visit(f"/benchmarks/{CHOICES}/disagreements")
     admin.shoot("label-errors")
     page.locator("table.disagreements tbody tr td.id a").first.click()
-    page.wait_for_load_state()
+    page.wait_for_url(re.compile(r"/instances/"))
     admin.settle()
     admin.shoot("choice-item")
 
     # A queue from the list, through its form: one annotator per item, with instructions.
     admin.visit(f"/benchmarks/{CHOICES}/disagreements")
     page.locator("a.queue-link").first.click()
-    page.wait_for_load_state()
+    page.wait_for_url(re.compile(r"/queues/new"))
     form = page.locator("form.queue-form")
     form.locator("input[name=name]").fill("Suspect MMLU-Redux labels")
     form.locator("input[name=overlap_k]").fill("1")
@@ -316,12 +325,12 @@ def walk(browser: Any, url: str, settings: Any, out: Path) -> list[str]:
 
     # The annotator votes on the first items by key (here: the original label), then the
     # next item is what they see.
-    annotator = Camera(browser, url, annotator_secret, out, problems)
+    annotator = Camera(browser, url, demo.annotator_secret, out, problems)
     annotator.visit(f"/queues/{queue_id}/next")
     heading = annotator.page.locator("h1.id")
     for _ in range(VOTES):
         external_id = heading.inner_text()
-        label = original_label(settings, external_id) or "A"
+        label = original_label(demo.settings, external_id) or "A"
         key = str(LETTERS.index(label) + 1) if len(label) == 1 and label in LETTERS else "1"
         annotator.page.locator("body").press(key)
         expect(heading).not_to_have_text(external_id)
@@ -362,11 +371,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="appellate-shots-") as folder:
         settings = build_store(Path(folder), args.data)
+        demo = Demo(settings, *sign_in_secrets(settings), pair=flipped_pair(settings))
         print(f"demo store built in {time.monotonic() - started:.0f} s", flush=True)
         with serving(settings) as url, sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             try:
-                problems = walk(browser, url, settings, args.out)
+                problems = walk(browser, url, demo, args.out)
             finally:
                 browser.close()
     report_sizes(args.out)
