@@ -7,7 +7,7 @@ main pages with Playwright at 1400x900: as the demo's admin, and as an annotator
 queue's item page. The queue itself is built through the UI, from the label-errors list, as a
 reviewer would. Writes one viewport PNG per entry of :data:`SHOTS` to ``docs/screenshots/``;
 ``tests/docs/test_screenshots.py`` checks that the README's walkthrough shows exactly these,
-in this order. Run from the repository root (about two minutes on two cores)::
+in this order. Run from the repository root (under a minute on two cores)::
 
     .venv/bin/python scripts/screenshots.py [--out docs/screenshots] [--data data]
 
@@ -167,28 +167,30 @@ def flipped_pair(settings: Any) -> str:
     return min(rows, key=lambda row: (len(str(row.payload)), row.external_id)).external_id
 
 
-def original_label(settings: Any, external_id: str) -> str | None:
-    """The imported ``reference`` label of a choice item (the annotator's vote in the demo)."""
+def models_answer(settings: Any, external_id: str) -> str | None:
+    """The answer most of the models gave on a choice item (the annotator's vote in the demo).
+
+    On the label-errors list's items this often differs from the label, so the queue page's
+    before-you-accept section has a change to show.
+    """
     from app.db import transaction
     from app.services.evidence.benchmarks import get_benchmark
     from app.store import Store
-    from app.tables import Instance, LabelEvent
+    from app.tables import Instance, Prediction
 
     store = Store.open(settings, upgrade=False)
     try:
         with transaction(store.factory) as session:
             bench = get_benchmark(session, CHOICES)
-            first = (
-                select(func.min(LabelEvent.id))
-                .join(Instance, LabelEvent.instance_id == Instance.id)
-                .where(
-                    Instance.benchmark_id == bench.id,
-                    Instance.external_id == external_id,
-                    LabelEvent.label_name == "reference",
-                )
-                .scalar_subquery()
+            votes = func.count(Prediction.id)
+            return session.scalar(
+                select(Prediction.answer)
+                .join(Instance, Prediction.instance_id == Instance.id)
+                .where(Instance.benchmark_id == bench.id, Instance.external_id == external_id)
+                .group_by(Prediction.answer)
+                .order_by(votes.desc(), Prediction.answer)
+                .limit(1)
             )
-            return session.scalar(select(LabelEvent.value).where(LabelEvent.id == first))
     finally:
         store.close()
 
@@ -323,15 +325,15 @@ def walk(browser: Any, url: str, demo: Demo, out: Path) -> list[str]:
     page.wait_for_url(re.compile(r"/queues/\d+$"))
     queue_id = int(page.url.rstrip("/").rsplit("/", 1)[1])
 
-    # The annotator votes on the first items by key (here: the original label), then the
-    # next item is what they see.
+    # The annotator votes on the first items by key (here: the models' most common answer),
+    # then the next item is what they see.
     annotator = Camera(browser, url, demo.annotator_secret, out, problems)
     annotator.visit(f"/queues/{queue_id}/next")
     heading = annotator.page.locator("h1.id")
     for _ in range(VOTES):
         external_id = heading.inner_text()
-        label = original_label(demo.settings, external_id) or "A"
-        key = str(LETTERS.index(label) + 1) if len(label) == 1 and label in LETTERS else "1"
+        answer = models_answer(demo.settings, external_id) or "A"
+        key = str(LETTERS.index(answer) + 1) if len(answer) == 1 and answer in LETTERS else "1"
         annotator.page.locator("body").press(key)
         expect(heading).not_to_have_text(external_id)
     annotator.settle()
