@@ -1,0 +1,1 @@
+"""Tests that the documentation matches the code it describes."""
