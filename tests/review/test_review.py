@@ -270,6 +270,7 @@ def test_every_mutating_route_checks_role_and_csrf(store: Store, settings: Setti
         "token_id": 1,
         "secret": "x",
         "upload": "0" * 32,
+        "kind": "rank_errors",
     }
     clients = {
         role: _login(settings, f"u-{role}", role) for role in ("annotator", "reviewer", "admin")
