@@ -23,12 +23,12 @@ from app.services.evidence.activation_sets import get_activation_set
 from app.services.jobs import queue as job_queue
 from app.settings import Settings
 from app.tables import Instance, Judgment, LabelEvent
-from tests.conftest import DATA, REPO
+from tests.conftest import REPO
 from tests.support.auth_support import api_client
+from tests.support.short_pairs import shortest_pairs
 from workers.engines.activations import read_activation_set
 
 pytestmark = pytest.mark.slow
-PAIRS = sorted((DATA / "judgebench").glob("dataset=judgebench,*.jsonl"))
 SET = "judge:smollm2/calibrated:judgebench"
 
 
@@ -67,7 +67,9 @@ def data_dir(tmp_path: Path, smollm2_dir: Path) -> Path:
 def user_env(settings: Settings, engine: Any, data_dir: Path) -> dict[str, str]:
     """A store with the JudgeBench pairs and SmolLM2 registered by ``models add-smollm2``."""
     with transaction(session_factory(engine)) as s:
-        import_judgebench(s, PAIRS, benchmark="judgebench")
+        # The shortest real pairs: the job's every path, in a fraction of the model's time.
+        pairs = shortest_pairs(data_dir.parent / "pairs", 6)
+        import_judgebench(s, [pairs], benchmark="judgebench")
     env = _env(settings, data_dir)
     _appellate(env, "models", "add-smollm2")  # finds the converted model: registers only
     return env

@@ -21,8 +21,8 @@ from app.services.jobs.kind import enqueue
 from app.settings import Settings
 from app.store import Store
 from app.tables import Instance, Judgment
-from tests.conftest import DATA
 from tests.support.live_server import serve_app
+from tests.support.short_pairs import shortest_pairs
 from workers.dispatch import HANDLERS
 from workers.engines.capture import render_chat
 from workers.engines.judge import JudgeSettings, judge_generate
@@ -30,8 +30,6 @@ from workers.engines.models import LoadedModel, load_model
 from workers.engines.openai_server import create_openai_app
 from workers.engines.remote_judge import read_completion, verdict_scores
 from workers.runner import Worker
-
-PAIRS = sorted((DATA / "judgebench").glob("dataset=judgebench,*.jsonl"))[0]
 
 
 def _entry(token: str, logprob: float, top: list[tuple[str, float]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
@@ -86,11 +84,11 @@ def smollm2(smollm2_dir: Path) -> LoadedModel:
 
 @pytest.mark.slow
 def test_remote_judging_against_a_smollm2_server_matches_local_judging(
-    settings: Settings, engine: Any, smollm2: LoadedModel
+    settings: Settings, engine: Any, smollm2: LoadedModel, tmp_path: Path
 ):
     store = Store(settings=settings, engine=engine, factory=session_factory(engine))
     with transaction(store.factory) as s:
-        import_judgebench(s, PAIRS, benchmark="jb")
+        import_judgebench(s, [shortest_pairs(tmp_path / "pairs", 4)], benchmark="jb")
     with serve_app(create_openai_app(smollm2, "smollm2")) as url:
         assert httpx.get(f"{url}/v1/models").json()["data"][0]["id"] == "smollm2"
         params = JudgeParams(
