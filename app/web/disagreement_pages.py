@@ -150,7 +150,12 @@ class DisagreementItemOut(BaseModel):
     confidence: float | None
     reason: str
     evidence: dict[str, Any] | None = Field(
-        None, description="Structured evidence (label-errors mode: the models' votes)."
+        None,
+        description=(
+            "Structured evidence (label-errors mode: the models' votes, the plurality, the "
+            "strongest other option and its share of the answers, and the experts' verdict "
+            "where the benchmark has an errata label set)."
+        ),
     )
 
 
