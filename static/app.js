@@ -276,3 +276,13 @@ document.addEventListener("htmx:configRequest", function (ev) {
     });
   });
 })();
+
+// A list's "select all" box ticks or clears every row's box of its form (the disagreements
+// list's selection, sent to a queue or marked as defects).
+document.addEventListener("change", function (ev) {
+  var all = ev.target.closest ? ev.target.closest("input.select-all") : null;
+  if (!all || !all.form) return;
+  Array.prototype.forEach.call(all.form.querySelectorAll("input[name=item]"), function (box) {
+    box.checked = all.checked;
+  });
+});

@@ -4,20 +4,24 @@ Thin routes over :mod:`app.services.disagreements.lists`; every choice lives in 
 read by one dependency into a
 :class:`~app.services.disagreements.disagreement_query.DisagreementQuery`. The page's form, the
 API's documented parameters and its response model are built from the registered modes'
-declarations.
+declarations. A reviewer ticks rows of the list and sends them to a queue (a new one, or one
+of the benchmark's) or marks them as defects (:mod:`app.services.review.selection`).
 """
 
 from __future__ import annotations
 
 import io
+import re
 from typing import Annotated, Any
+from urllib.parse import parse_qsl, urlencode
 
-from fastapi import Depends, Request
+from fastapi import Depends, Form, Request
 from pydantic import BaseModel, Field, create_model
 from sqlalchemy.orm import Session
 from starlette.responses import HTMLResponse, Response
 
 from app.db import transaction
+from app.errors import InvalidInput
 from app.ingest.export import csv_safe
 from app.services.disagreements.disagreement_query import (
     DEFAULT_MODE,
@@ -36,17 +40,21 @@ from app.services.disagreements.lists import MODES, find_disagreements
 from app.services.disagreements.modes import all_modes, modes_declaring
 from app.services.disagreements.modes.base import Param, ParamKind
 from app.services.evidence.benchmarks import get_benchmark
+from app.services.review import selection
+from app.services.review.queues import DEFECT_TAGS, MAX_REASON
 from app.services.table.facets import describe_benchmark
 from app.sql.cache import VersionedCache
 from app.store import Store
 from app.tables import Benchmark
+from app.web.auth import Reviewer
 from app.web.benchmark_params import default_label
 from app.web.deps import ReadCache, StoreDep
 from app.web.error_docs import invalid
-from app.web.params import Page
+from app.web.params import DbId, Page
+from app.web.responses import redirect_after_post
 from app.web.routers import json_router, page_router
 from app.web.templating import is_fragment_request, render
-from app.web.urls import disagreements_url
+from app.web.urls import disagreements_url, with_query
 
 router = page_router()
 api_router = json_router("disagreements")
@@ -142,7 +150,12 @@ class DisagreementItemOut(BaseModel):
     confidence: float | None
     reason: str
     evidence: dict[str, Any] | None = Field(
-        None, description="Structured evidence (label-errors mode: the models' votes)."
+        None,
+        description=(
+            "Structured evidence (label-errors mode: the models' votes, the plurality, the "
+            "strongest other option and its share of the answers, and the experts' verdict "
+            "where the benchmark has an errata label set)."
+        ),
     )
 
 
@@ -219,6 +232,10 @@ def disagreements_page(
             save=_saver(store),
             page=((page - 1) * PAGE_ROWS, page * PAGE_ROWS),
         )
+        rows = [] if view.result is None else [d.instance_id for d in view.result.items]
+        # What the selection form offers: the benchmark's queues, and which rows are marked.
+        bench_queues = selection.benchmark_queues(session, get_benchmark(session, name))
+        marked = selection.marked_defects(session, rows)
     params = view.query.as_params(default_limit=DEFAULT_LIMIT)
     listed = 0 if view.result is None else view.result.listed
 
@@ -235,6 +252,16 @@ def disagreements_page(
         "page": page,
         "pages": max(1, -(-listed // PAGE_ROWS)),
         "page_url": page_url,
+        "list_query": with_query("", {**params, "page": None if page == 1 else page})[1:],
+        "queues": bench_queues,
+        "marked": marked,
+        "defect_tags": DEFECT_TAGS,
+        "max_reason": MAX_REASON,
+        # The experts' column shows where the benchmark has their verdicts (label-errors).
+        "verdicts": any(
+            d.evidence is not None and "verdict" in d.evidence
+            for d in (view.result.items if view.result is not None else [])
+        ),
     }
     headers = {}
     if is_fragment_request(request):
@@ -311,3 +338,66 @@ def api_disagreements(
     with transaction(store.factory) as session:
         labelled = _labelled(session, name, cache, query)
         return find_disagreements(session, name, labelled, save=_saver(store)).as_dict()
+
+
+# ----------------------------------------------------------------------------- selections
+
+
+def _back(name: str, list_query: str) -> str:
+    """The list page a selection came from (its query string), at its results."""
+    # Only a query string is taken from the form, decoded and encoded again: the redirect
+    # stays on this list's page and carries no character a header cannot.
+    query = urlencode(parse_qsl(list_query.lstrip("?").partition("#")[0], keep_blank_values=True))
+    return disagreements_url(name) + (f"?{query}" if query else "") + "#results"
+
+
+@router.post("/benchmarks/{name}/disagreements/queue")
+def queue_selected(
+    request: Request,
+    name: str,
+    store: StoreDep,
+    principal: Reviewer,
+    item: Annotated[list[DbId] | None, Form()] = None,
+    queue: Annotated[str, Form()] = "new",
+    queue_name: Annotated[str, Form(max_length=200)] = "",
+    label: Annotated[str, Form(max_length=200)] = "",
+    list_query: Annotated[str, Form(max_length=4000)] = "",
+) -> Response:
+    """Send the ticked rows to a queue: a new one named ``queue_name``, or queue ``queue``.
+
+    A new queue votes on the list's label set (``label``) and records the list it came from;
+    the browser then opens it. Added to an existing queue, the items follow its last one and
+    the browser goes back to the list.
+    """
+    with transaction(store.write_factory) as session:
+        bench = get_benchmark(session, name)
+        if queue == "new":
+            created = selection.queue_selection(
+                session, bench, item or [], name=queue_name, label_name=label,
+                query=list_query, created_by=principal.name,
+            )  # fmt: skip
+            return redirect_after_post(request, f"/queues/{created.id}")
+        if not re.fullmatch(r"[0-9]{1,9}", queue):
+            raise InvalidInput(f"no queue {queue!r}: choose one of the list", field="queue")
+        selection.add_to_queue(session, bench, int(queue), item or [])
+    return redirect_after_post(request, _back(name, list_query))
+
+
+@router.post("/benchmarks/{name}/disagreements/defects")
+def mark_selected(
+    request: Request,
+    name: str,
+    store: StoreDep,
+    principal: Reviewer,
+    item: Annotated[list[DbId] | None, Form()] = None,
+    reason: Annotated[str, Form(max_length=MAX_REASON)] = "",
+    tag: Annotated[str, Form(max_length=200)] = "",
+    list_query: Annotated[str, Form(max_length=4000)] = "",
+) -> Response:
+    """Mark the ticked rows as defects (adjudications of ``defect``), then show the list."""
+    with transaction(store.write_factory) as session:
+        bench = get_benchmark(session, name)
+        selection.mark_defects(
+            session, bench, item or [], principal, reason=reason, tags=[tag] if tag else []
+        )
+    return redirect_after_post(request, _back(name, list_query))

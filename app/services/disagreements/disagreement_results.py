@@ -87,18 +87,26 @@ class ListRequest:
 def params_key(bench: Benchmark, request: ListRequest) -> str:
     """The hash naming ``request`` on ``bench``, whatever its data version.
 
+    A mode's :attr:`~app.services.disagreements.modes.base.DisagreementMode.ranking_revision`
+    is part of it: a list kept before the mode's order changed is not found again.
+
     The benchmark's creation time keeps a new benchmark from reading the lists of a deleted
     one that had its id.
     """
+    named: dict[str, object] = {
+        "mode": request.mode,
+        "detectors": list(request.detectors),
+        "label": request.label,
+        "positive": request.positive,
+        "params": dict(request.params),
+        "created_at": str(bench.created_at),
+    }
+    # Only a revised mode's key changes: the other modes' kept lists stay valid.
+    revision = get_mode(request.mode).ranking_revision
+    if revision:
+        named["revision"] = revision
     text = json.dumps(
-        {
-            "mode": request.mode,
-            "detectors": list(request.detectors),
-            "label": request.label,
-            "positive": request.positive,
-            "params": dict(request.params),
-            "created_at": str(bench.created_at),
-        },
+        named,
         sort_keys=True,
         separators=(",", ":"),
     )

@@ -85,6 +85,15 @@ class DisagreementList:
         value = self.params.get("judge")
         return None if value is None else str(value)
 
+    @property
+    def one_number(self) -> bool:
+        """Whether every listed item's score and confidence are the same number.
+
+        Then a page shows one column for both (label-errors mode: both are the ranker's
+        score). Unknown values count as equal only to unknown values.
+        """
+        return all(item.score == item.confidence for item in self.items)
+
     def as_dict(self) -> dict[str, Any]:
         """The JSON object of ``appellate disagreements --json``."""
         shown: dict[str, Any] = dict.fromkeys(FIXED_PARAMS)

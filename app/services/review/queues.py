@@ -597,6 +597,11 @@ def _append(
     return event
 
 
+append_event = _append
+"""Append a review event at ``seen_version`` (as :func:`record` does after its checks): for
+review writes made outside a queue, such as a list's defect marks."""
+
+
 def relabel(
     session: Session,
     instance_id: int,

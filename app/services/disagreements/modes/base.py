@@ -224,6 +224,9 @@ class DisagreementMode(ABC):
     params: ClassVar[tuple[Param, ...]] = ()
     # Benchmark kinds the mode lists items of (``None``: every kind).
     benchmark_kinds: ClassVar[tuple[str, ...] | None] = None
+    # Raised when the mode's order changes for the same data: lists kept under an older
+    # revision are then not served (it is part of the kept list's key when non-zero).
+    ranking_revision: ClassVar[int] = 0
 
     def applies_to(self, kind: str) -> bool:
         """Whether the mode lists items of benchmarks of ``kind``."""

@@ -17,10 +17,10 @@ from sqlalchemy.orm import Session
 from app.errors import InvalidInput
 from app.services.evidence.answer_matrix import AnswerMatrix, load_answers
 from app.services.evidence.judge_scores import Verdict, judge_orders
-from app.services.evidence.labels import current_label_subquery
+from app.services.evidence.labels import current_label_subquery, is_latest_original
 from app.services.evidence.scores import benchmark_scores
 from app.services.metrics.report import LabelledItems, detector_scores, get_detector
-from app.tables import Benchmark, Detector, Instance, Score
+from app.tables import Benchmark, Detector, Instance, LabelEvent, Score
 
 __all__ = [
     "ModeInput",
@@ -258,6 +258,25 @@ class ModeInput:
     def answers(self) -> AnswerMatrix:
         """The models' answers on the benchmark, with the label set's current values."""
         return load_answers(self.session, self.bench, label=self.label)
+
+    def label_values(self, name: str) -> dict[int, str]:
+        """``{instance_id: current original value}`` of label set ``name`` on the benchmark.
+
+        Empty when the benchmark has no such label set (instances without a value are left
+        out).
+        """
+        # One anti-join over the label set's events (is_latest_original), not a correlated
+        # subquery per instance: a benchmark without the set costs an empty index range.
+        rows = self.session.execute(
+            select(LabelEvent.instance_id, LabelEvent.value)
+            .join(Instance, Instance.id == LabelEvent.instance_id)
+            .where(
+                Instance.benchmark_id == self.bench.id,
+                LabelEvent.label_name == name,
+                is_latest_original(),
+            )
+        )
+        return {int(iid): str(v) for iid, v in rows if v is not None}
 
     def items_info(self, instance_ids: Collection[int]) -> dict[int, tuple[str, str | None]]:
         """``{instance_id: (external_id, current label value or None)}`` for these ids."""
