@@ -471,6 +471,9 @@ class ReviewQueue(Base):
     blind: Mapped[bool] = mapped_column(Boolean, default=True)
     # The values annotators choose from, in shortcut order (keys 1-9).
     choices: Mapped[list[Any]] = mapped_column(JsonType, default=list)
+    # The defect tags votes and adjudications may carry; None (a queue made before queues
+    # had their own): the benchmark kind's defaults (app.services.review.queues.default_tags).
+    tags: Mapped[list[Any] | None] = mapped_column(JsonType, nullable=True)
     instructions: Mapped[str] = mapped_column(Text, default="")
     created_by: Mapped[str] = mapped_column(String(100), default="")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)

@@ -107,10 +107,9 @@ def login(
     client = request.client.host if request.client else ""
     # Counted before the password is checked (see signin_throttle), in its own transaction.
     with transaction(store.write_factory) as session:
-        admitted = signin_throttle.admit(session, name, client)
-    if not admitted:
-        busy = "Too many failed sign-ins for this name; try again in a few minutes."
-        return _login_page(request, next, name, busy, 429)
+        refused = signin_throttle.refusal(session, name, client)
+    if refused is not None:
+        return _login_page(request, next, name, refused, 429)
     with transaction(store.factory) as session:
         user = users.authenticate(session, name, password)
     if user is None:

@@ -18,9 +18,11 @@ from pydantic import BaseModel, Field
 from app.db import transaction
 from app.errors import InvalidInput, NotFound
 from app.services.accounts.users import Principal
+from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.comments import MAX_COMMENT
 from app.services.evidence.resolution import ADJUDICATION, VOTE
 from app.services.review import queues, review_views
+from app.services.review.queue_sources import DEFAULT_SIZE, MAX_SIZE
 from app.services.review.review_actions import (
     NewQueue,
     comment_on_instance,
@@ -87,11 +89,50 @@ def new_queue_form(
     query: str = "",
     label: str = "",
 ) -> HTMLResponse:
-    """The form that builds a queue from a table filter or a disagreement list."""
+    """The form that builds a queue from a table filter or a disagreement list.
+
+    The preview of how many items the source lists is computed here for the query the page
+    was opened with, and again (:func:`queue_preview`) as the form's fields change.
+    """
     with transaction(store.factory) as session:
-        form = review_views.queue_form(session, name, source, label)
-    context = {**vars(form), "query": query, "tags": queues.DEFECT_TAGS}
+        form = review_views.queue_form(session, name, source, label, query)
+    context = {**vars(form), "query": query, "max_size": MAX_SIZE}
     return render(request, "queue_new.html", context)
+
+
+@router.get(
+    "/benchmarks/{name}/queues/preview",
+    response_class=HTMLResponse,
+    dependencies=[RequireReviewer],
+)
+def queue_preview(
+    request: Request,
+    name: str,
+    store: StoreDep,
+    source: str = "filter",
+    query: str = "",
+    size: str = "",
+) -> HTMLResponse:
+    """How many items the new-queue form's source lists, and how many the queue takes.
+
+    The form's htmx target, as a fragment; a page of its own without JavaScript. A size that
+    is not a whole number is the preview's message, not a 422: it is shown while typed.
+    """
+    with transaction(store.factory) as session:
+        bench = get_benchmark(session, name)
+        try:
+            preview = review_views.queue_preview(session, bench, source, query, int(size))
+        except ValueError:
+            message = f"the size must be a whole number, not {size!r}"
+            preview = review_views.QueuePreview(0, error=message)
+    context = {"bench": bench, "preview": preview}
+    return render(request, "queue_preview.html", context, fragment="_queue_preview.html")
+
+
+def _tag_lines(raw: str) -> list[str] | None:
+    """Tags typed one per line (None when none is: the benchmark kind's defaults)."""
+    lines = [line.strip() for line in raw.splitlines() if line.strip()]
+    return lines or None
 
 
 async def new_queue(
@@ -104,11 +145,14 @@ async def new_queue(
     blind: Annotated[bool, Form()] = False,
     instructions: Annotated[str, Form(max_length=4000)] = "",
     assignees: Annotated[str, Form()] = "",
+    size: Annotated[int, Form(ge=1, le=MAX_SIZE)] = DEFAULT_SIZE,
+    tags: Annotated[str, Form(max_length=4000)] = "",
 ) -> NewQueue:
-    """The new-queue form's fields."""
+    """The new-queue form's fields; ``tags`` one per line (empty: the kind's defaults)."""
     return NewQueue(
-        benchmark, name, label, source, query, overlap_k, blind, instructions, _names(assignees)
-    )
+        benchmark, name, label, source, query, overlap_k, blind, instructions, _names(assignees),
+        size, _tag_lines(tags),
+    )  # fmt: skip
 
 
 @router.post("/queues")
@@ -195,7 +239,6 @@ def _render_item(
         page = review_views.item_page(session, queue_id, instance_id, principal)
     context = {
         **vars(page),
-        "tags": queues.DEFECT_TAGS,
         "stale": stale,
         "undone": undone,
         "reviewer": principal.can(Role.reviewer),

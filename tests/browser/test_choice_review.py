@@ -24,7 +24,7 @@ from app.db import make_engine, session_factory, transaction
 from app.ingest.mmlu_redux import import_mmlu_redux
 from app.services.metrics.rankers import compute_rankers, rank_inputs, store_rankers
 from app.settings import Settings
-from app.tables import Instance, TokenKind
+from app.tables import Instance, LabelEvent, TokenKind
 from tests.browser.test_pages import browser
 from tests.browser.test_review import _password_sign_in, _watch
 from tests.conftest import DATA
@@ -151,3 +151,70 @@ def test_choice_audit_walkthrough(
     assert problems == [] and ann_problems == []
     for ctx in (rita_ctx, ann_ctx):
         ctx.close()
+
+
+def test_a_choice_queue_is_sized_tagged_and_adjudicated_with_evidence(
+    browser: Any, served: tuple[str, Settings]
+) -> None:
+    """A queue sized by the form's preview, with its own tags; its items show the evidence.
+
+    Issue 21 item 3: the new-queue form previews how many items match and offers the kind's
+    tags; the item page shows which models chose each option and the rankers' scores.
+    """
+    url, settings = served
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    rita = ctx.new_page()
+    problems = _watch(rita)
+    rita.goto(f"{url}/signin/{token_for(settings, 'rita', 'reviewer', TokenKind.signin)}")
+    rita.click("#use-link")
+    rita.goto(f"{url}/benchmarks/{BENCH}/queues/new?source=filter&query=")
+    form = rita.locator("#queue-new-form")
+    preview = form.locator("#queue-preview")
+    # Two subjects: 200 items match, and the queue takes all of them at the default size.
+    expect(preview).to_have_text("200 items match; the queue takes all 200.")
+    tags = form.locator("textarea[name=tags]")
+    expect(tags).to_contain_text("bad options clarity")
+    assert "persona not adopted" not in tags.input_value()
+    # Typing a size asks the server again (htmx): the preview follows.
+    form.locator("input[name=size]").fill("25")
+    expect(preview).to_have_text("200 items match; the queue takes the first 25.")
+    form.locator("input[name=query]").fill("q=astronomy")
+    expect(preview).to_have_text("100 items match; the queue takes the first 25.")
+    submit_form(
+        rita,
+        "queue-new",
+        {"name": "sized and tagged", "overlap_k": "1", "blind": False,
+         "tags": "wrong ground truth\nneeds a figure"},
+    )  # fmt: skip
+    expect(rita).to_have_url(re.compile(r"/queues/\d+$"))
+    queue_id = int(rita.url.rsplit("/", 1)[1])
+    expect(rita.locator("main")).to_contain_text("0 of 25")
+
+    rita.goto(f"{url}/queues/{queue_id}/next")
+    evidence = rita.locator("#evidence")
+    expect(evidence.locator("table.evidence-options tbody tr")).to_have_count(4)
+    expect(evidence.locator("tr.option.is-label")).to_have_count(1)
+    # Every model is named under the option it chose.
+    named = evidence.locator("td.models").all_inner_texts()
+    models = [m for cell in named for m in cell.split(", ") if m != "—"]
+    assert len(models) >= 10 and len(set(models)) == len(models)
+    expect(evidence.locator("table.evidence-rankers tbody tr")).not_to_have_count(0)
+    expect(evidence.locator("tr[data-ranker='ranker:consensus'] .score")).to_be_visible()
+    # The queue's own tags, nothing else; a vote carries one.
+    expect(rita.locator("#tags input[name=tags]")).to_have_count(2)
+    assert rita.locator("#tags input[value='persona not adopted']").count() == 0
+    top = rita.locator("h1.id").inner_text()
+    rita.locator("#tags input[value='needs a figure']").check()
+    rita.locator("button.choice[data-key='1']").click()
+    expect(rita.locator("h1.id")).not_to_have_text(top)
+    engine = make_engine(settings)
+    with transaction(session_factory(engine)) as session:
+        tagged = session.scalars(
+            select(LabelEvent.tags)
+            .join(Instance, Instance.id == LabelEvent.instance_id)
+            .where(Instance.external_id == top, LabelEvent.source == "vote")
+        ).all()
+    engine.dispose()
+    assert tagged == [["needs a figure"]]
+    assert problems == []
+    ctx.close()

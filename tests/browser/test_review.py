@@ -251,6 +251,8 @@ def test_hostile_text_renders_inert(browser: Any, served: tuple[str, Settings]) 
     queue_page = f"{url}/benchmarks/{BENCH}/queues/new?source=filter&query="
     page.goto(queue_page)
     page.fill("input[name=name]", "hostile")
+    # Every item, the hostile one included (a queue takes the first 200 unless told).
+    page.fill("input[name=size]", "10000")
     page.uncheck("input[name=blind]")
     page.click("form.queue-form button[type=submit]")
     qid = int(page.url.rsplit("/", 1)[1])

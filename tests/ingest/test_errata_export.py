@@ -53,11 +53,11 @@ DECISIONS = {
     "astronomy:2": Decision("adjudication", "no correct option", "no_correct_answer"),
     "astronomy:3": Decision("adjudication", "several correct", "multiple_correct_answers"),
     "astronomy:4": Decision(
-        "adjudication", "question unclear", "bad_options_clarity", tags=("unclear options",)
+        "adjudication", "question unclear", "bad_options_clarity", tags=("bad options clarity",)
     ),
     "astronomy:5": Decision("adjudication", "original", "ok", "checked in a textbook"),
     "abstract_algebra:1": Decision(
-        "adjudication", "original", "bad_question_clarity", tags=("unclear question",)
+        "adjudication", "original", "bad_question_clarity", tags=("bad question clarity",)
     ),
     "abstract_algebra:2": Decision("votes", "other", "wrong_groundtruth", "B is the group order"),
     "abstract_algebra:3": Decision(
@@ -218,7 +218,7 @@ def test_upstream_report_holds_the_evidence(
     first = report.split("### 1. `abstract_algebra:1`")[1].split("### 2.")[0]
     assert "bad_question_clarity" in report.split("### 1. ")[1].splitlines()[0]
     assert "`ranker:consensus` 0.750" in first
-    assert "Adjudicated" in first and "(tags: unclear question)" in first
+    assert "Adjudicated" in first and "(tags: bad question clarity)" in first
     wrong = report.split("`astronomy:1`: wrong_groundtruth")[1].split("###")[0]
     old, new = reviewed.original["astronomy:1"], reviewed.decided["astronomy:1"]
     assert f"- **{old}.**" in wrong and "← original label" in wrong
@@ -321,7 +321,10 @@ def _decision(value: str | None, reason: str = "", tags: tuple[str, ...] = ()) -
     [
         ("A", "C", "", (), "wrong_groundtruth"),
         (None, "C", "", (), "wrong_groundtruth"),  # an unlabelled item gets its label
+        ("A", "A", "", ("needs expertise", "bad options clarity"), "bad_options_clarity"),
+        # The tag names choice queues offered before MMLU-Redux's own (stored events keep them).
         ("A", "A", "", ("needs expertise", "unclear options"), "bad_options_clarity"),
+        ("A", "question unclear", "", ("unclear options",), "bad_options_clarity"),
         ("A", "A", "", ("needs expertise",), "expert"),
         ("A", "A", "", ("wrong reference",), "ok"),
         ("A", "question unclear", "", (), "bad_question_clarity"),

@@ -30,7 +30,7 @@ ERROR_TYPES: tuple[str, ...] = (
 )
 """MMLU-Redux's error types (``expert``: judging the label needs domain expertise)."""
 # The queue outcomes of app.services.evidence.outcomes, and the defect tags of
-# app.services.review.queues.DEFECT_TAGS that name an MMLU-Redux type.
+# app.services.review.queues.KIND_TAGS that name an MMLU-Redux type.
 _OUTCOME_TYPES = {
     "no correct option": NO_CORRECT_ANSWER,
     "several correct": MULTIPLE_CORRECT_ANSWERS,
@@ -38,6 +38,9 @@ _OUTCOME_TYPES = {
 }
 # In the order a kept label's tags are read: the first present decides.
 _CLARITY_TAGS = {
+    "bad question clarity": BAD_QUESTION_CLARITY,
+    "bad options clarity": BAD_OPTIONS_CLARITY,
+    # The names choice queues offered before they took MMLU-Redux's (events keep them).
     "unclear question": BAD_QUESTION_CLARITY,
     "unclear options": BAD_OPTIONS_CLARITY,
     "needs expertise": EXPERT,
@@ -62,10 +65,11 @@ def error_type_of(original: str | None, res: Resolution) -> str | None:
     2. The decided value: another option letter than the original is ``wrong_groundtruth``;
        the outcomes ``no correct option``, ``several correct`` and ``question unclear`` are
        ``no_correct_answer``, ``multiple_correct_answers`` and ``bad_question_clarity``
-       (``bad_options_clarity`` when tagged ``unclear options``).
-    3. The original letter kept: ``ok``, unless tagged ``unclear question``, ``unclear
-       options`` or ``needs expertise`` (``bad_question_clarity``, ``bad_options_clarity``,
-       ``expert``; the first of these in that order).
+       (``bad_options_clarity`` when tagged ``bad options clarity``).
+    3. The original letter kept: ``ok``, unless tagged ``bad question clarity``, ``bad
+       options clarity`` or ``needs expertise`` (``bad_question_clarity``,
+       ``bad_options_clarity``, ``expert``; the first of these in that order). The older tag
+       names ``unclear question`` and ``unclear options`` count as the first two.
     4. No label (a null adjudication): the first taxonomy tag (``wrong ground truth``, ``no
        correct answer``, ``multiple correct answers`` or a clarity tag), else None.
 
@@ -88,7 +92,7 @@ def error_type_of(original: str | None, res: Resolution) -> str | None:
     tags = {tag for event in res.deciding for tag in event.tags}
     value = res.resolved
     if value in _OUTCOME_TYPES:
-        if value == "question unclear" and "unclear options" in tags:
+        if value == "question unclear" and tags & {"bad options clarity", "unclear options"}:
             return BAD_OPTIONS_CLARITY
         return _OUTCOME_TYPES[value]
     if value is not None and value != original:

@@ -35,7 +35,7 @@ from app.services.metrics.answer_changes import answer_comparison
 from app.services.metrics.metric_matrix import MATRIX_METRICS, MetricRow
 from app.services.metrics.metrics_compare import compare_metrics
 from app.services.metrics.metrics_query import MetricsData, MetricsQuery, load_metrics_data
-from app.services.review.queues import DEFECT_TAGS
+from app.services.review.queues import benchmark_tags
 from app.stats import _validate
 from app.stats.bootstrap import Difference
 from app.stats.registry import Need
@@ -80,7 +80,8 @@ def defect_report(
         JSON-ready:
 
         - ``benchmark``, ``k``, ``label``, ``resamples``, ``seed``;
-        - ``tags``: one dict per defect tag (the queue vocabulary in its order, then any
+        - ``tags``: one dict per defect tag (the tags the benchmark's queues offer, see
+          :func:`app.services.review.queues.benchmark_tags`, in their order, then any
           other tag found) with ``changed`` (how many deciding events of changed items carry
           it) and ``standing`` (how many standing votes and latest adjudications carry it);
         - ``changes``: the changelog rows (see
@@ -149,7 +150,7 @@ def defect_report(
         "label": label,
         "resamples": resamples,
         "seed": seed,
-        "tags": _tag_table(changed_tags, standing_tags),
+        "tags": _tag_table(benchmark_tags(session, bench), changed_tags, standing_tags),
         "changes": [_change_dict(c) for c in changes],
         "label_sets": label_sets,
         "metrics": metrics,
@@ -170,13 +171,15 @@ def _tags(events: Iterable[Event]) -> list[str]:
     return [tag for e in events for tag in dict.fromkeys(e.tags)]
 
 
-def _tag_table(changed: Counter[str], standing: Counter[str]) -> list[dict[str, Any]]:
-    # The queue vocabulary always shows (zeros included); other tags (imported or written
-    # before the vocabulary) follow, so none is silently dropped.
-    others = sorted((set(changed) | set(standing)) - set(DEFECT_TAGS))
+def _tag_table(
+    vocabulary: Sequence[str], changed: Counter[str], standing: Counter[str]
+) -> list[dict[str, Any]]:
+    # The benchmark's queue vocabulary always shows (zeros included); other tags (imported,
+    # or offered by no queue any more) follow, so none is silently dropped.
+    others = sorted((set(changed) | set(standing)) - set(vocabulary))
     return [
         {"tag": tag, "changed": changed[tag], "standing": standing[tag]}
-        for tag in (*DEFECT_TAGS, *others)
+        for tag in (*vocabulary, *others)
     ]
 
 

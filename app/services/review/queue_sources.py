@@ -1,13 +1,16 @@
 """Where a review queue's items come from: an instance-table filter or a disagreement list.
 
 Both are given as the query string of the dashboard page that shows them, so "review these"
-on a page builds a queue of exactly the rows that page lists (disagreements in rank order,
-filtered instances in external-id order).
+on a page builds a queue of the rows that page lists (disagreements in rank order, filtered
+instances in external-id order): the first of them, as many as the queue's size says. The
+new-queue form shows how many items the source lists beside the size (issue 21 item 3).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
@@ -20,7 +23,19 @@ from app.services.table.instance_filter import filter_conditions, resolve_filter
 from app.tables import Benchmark, Instance
 
 SOURCES = ("filter", "disagreements")
-DEFAULT_LIMIT = 200
+DEFAULT_SIZE = 200
+"""Items a new queue takes when its form does not say (the form's size field starts here)."""
+MAX_SIZE = 10_000
+"""The most items one queue takes: a reviewer's queue page lists every item of it, and each
+request folds every item's votes (progress), so a bigger queue makes every page of it slow."""
+
+
+@dataclass(frozen=True)
+class SourceItems:
+    """What a source lists: ``matching`` items, of which a queue of that size takes ``ids``."""
+
+    matching: int
+    ids: list[int]
 
 
 def check_source(source: str) -> str:
@@ -30,15 +45,42 @@ def check_source(source: str) -> str:
     return source
 
 
-def member_ids(session: Session, bench: Benchmark, source: str, query: str) -> list[int]:
-    """The instance ids a queue built from ``source`` and ``query`` holds, in queue order."""
+def check_size(size: int) -> int:
+    """``size`` if a queue may take that many items (1 to :data:`MAX_SIZE`), else InvalidInput."""
+    if isinstance(size, bool) or not 1 <= size <= MAX_SIZE:
+        raise InvalidInput(f"a queue takes 1 to {MAX_SIZE:,} items, not {size}", field="size")
+    return size
+
+
+def source_items(
+    session: Session, bench: Benchmark, source: str, query: str, size: int = DEFAULT_SIZE
+) -> SourceItems:
+    """How many items ``source`` and ``query`` list, and the first ``size`` of them in order.
+
+    Raises
+    ------
+    InvalidInput
+        An unknown source, an unparsable query, or a size out of range.
+
+    """
+    check_size(size)
     if check_source(source) == "filter":
-        return filtered_ids(session, bench, query)
-    return disagreement_ids(session, bench, query)[0]
+        return _filtered(session, bench, query, size)
+    return _disagreements(session, bench, query, size)[0]
 
 
-def filtered_ids(session: Session, bench: Benchmark, query: str) -> list[int]:
-    """Instance ids the benchmark table lists for ``query``, in external-id order."""
+def member_ids(
+    session: Session, bench: Benchmark, source: str, query: str, size: int = DEFAULT_SIZE
+) -> list[int]:
+    """The instance ids a queue of ``size`` built from ``source`` and ``query`` holds, in order."""
+    return source_items(session, bench, source, query, size).ids
+
+
+def _filtered(session: Session, bench: Benchmark, query: str, size: int) -> SourceItems:
+    """Instances the benchmark table lists for ``query``: how many, the first ``size`` ids.
+
+    In external-id order, as the table lists them by default.
+    """
     try:
         flt = parse_filter_query(query)
     except InvalidInput as exc:
@@ -46,22 +88,35 @@ def filtered_ids(session: Session, bench: Benchmark, query: str) -> list[int]:
     facets = benchmark_facets(session, bench)
     dialect = session.get_bind().dialect.name
     conds = filter_conditions(facets, resolve_filter(facets, flt), dialect, counting=True)
-    q = select(Instance.id).where(*conds).order_by(Instance.external_id)
-    return list(session.scalars(q))
+    matching = session.scalar(select(func.count()).select_from(Instance).where(*conds))
+    q = select(Instance.id).where(*conds).order_by(Instance.external_id).limit(size)
+    return SourceItems(int(matching or 0), list(session.scalars(q)))
 
 
-def disagreement_ids(session: Session, bench: Benchmark, query: str) -> tuple[list[int], str]:
-    """Instance ids of a disagreement list (rank order) and its label set.
+def disagreement_ids(
+    session: Session, bench: Benchmark, query: str, size: int = DEFAULT_SIZE
+) -> tuple[list[int], str]:
+    """The first ``size`` instance ids of a disagreement list (rank order), and its label set."""
+    found, label = _disagreements(session, bench, query, size)
+    return found.ids, label
+
+
+def _disagreements(
+    session: Session, bench: Benchmark, query: str, size: int
+) -> tuple[SourceItems, str]:
+    """A disagreement list's length and first ``size`` ids (rank order), and its label set.
 
     ``query`` is the disagreements page's query string, parsed as the page parses it (stale
-    parameters of other modes are dropped); at most :data:`DEFAULT_LIMIT` items unless it
-    sets a limit.
+    parameters of other modes are dropped). A ``limit`` in it caps the list as it caps the
+    page: the list then has at most that many items.
     """
     try:
         parsed = parse_disagreement_query(parse_query(query, keep_blank=False))
         label = benchmark_label(session, bench.id, parsed.label)
-        limited = parsed.with_label(label).with_limit(parsed.limit or DEFAULT_LIMIT)
-        found = find_disagreements(session, bench.name, limited)
+        cap = parsed.limit
+        taken = size if cap is None else min(cap, size)
+        found = find_disagreements(session, bench.name, parsed.with_label(label).with_limit(taken))
     except InvalidInput as exc:
         raise InvalidInput(f"disagreements: {exc.message}", field="query") from None
-    return [item.instance_id for item in found.items], label
+    matching = found.total if cap is None else min(cap, found.total)
+    return SourceItems(matching, [item.instance_id for item in found.items]), label

@@ -40,22 +40,37 @@ from app.tables import (
     User,
 )
 
-DEFECT_TAGS: tuple[str, ...] = (
-    "wrong reference",
-    "ambiguous",
-    "both wrong",
-    "duplicate",
-    "truncated/broken",
-    "persona not adopted",
-    # The MMLU-Redux error taxonomy (Gema et al., 2024) for choice and answer items.
-    "wrong ground truth",
-    "unclear question",
-    "unclear options",
-    "no correct answer",
-    "multiple correct answers",
-    "needs expertise",
-    "other",
-)
+# The defect tags a new queue offers by benchmark kind; its form may change them.
+_PAIR_TAGS = ("wrong reference", "ambiguous", "both wrong", "duplicate", "truncated/broken")
+_TEXT_TAGS = ("wrong reference", "ambiguous", "duplicate", "truncated/broken")
+KIND_TAGS: dict[str, tuple[str, ...]] = {
+    BenchmarkKind.pairwise: (*_PAIR_TAGS, "other"),
+    # Lie-detector statements and responses: a persona the model was told to adopt.
+    BenchmarkKind.response: (*_TEXT_TAGS, "persona not adopted", "other"),
+    BenchmarkKind.statement: (*_TEXT_TAGS, "persona not adopted", "other"),
+    # The MMLU-Redux error taxonomy (Gema et al., 2024), which the errata export maps back to
+    # its error types (app.ingest.export.error_types).
+    BenchmarkKind.choice: (
+        "wrong ground truth",
+        "no correct answer",
+        "multiple correct answers",
+        "bad question clarity",
+        "bad options clarity",
+        "needs expertise",
+        "other",
+    ),
+    BenchmarkKind.answer: (
+        "wrong ground truth",
+        "no correct answer",
+        "multiple correct answers",
+        "bad question clarity",
+        "needs expertise",
+        "other",
+    ),
+}
+# A queue's tags are checkboxes on every item page: a screenful at most, each a short phrase.
+MAX_TAGS = 20
+MAX_TAG_LENGTH = 60
 # Keys 1-9 pick a value; more choices than that cannot be voted by keyboard alone.
 MAX_CHOICES = 9
 MAX_REASON = 2000
@@ -146,14 +161,18 @@ def create_queue(
     created_by: str = "",
     assignees: Sequence[str] = (),
     choices: Sequence[str] | None = None,
+    tags: Sequence[str] | None = None,
 ) -> ReviewQueue:
     """Freeze ``instance_ids`` (in that order) into a new queue on ``label_name``.
+
+    ``tags`` are the defect tags its votes may carry (None: the benchmark kind's
+    :func:`default_tags`); ``choices`` the values (None: :func:`default_choices`).
 
     Raises
     ------
     InvalidInput
-        No items, a blank or taken name, ``overlap_k`` below 1, more than nine choices, or an
-        unknown assignee.
+        No items, a blank or taken name, ``overlap_k`` below 1, more than nine choices,
+        tags :func:`check_tags` refuses, or an unknown assignee.
 
     """
     name = name.strip()
@@ -182,6 +201,7 @@ def create_queue(
             f"{MAX_CHOICES} (keys 1-9)",
             field="label",
         )
+    offered = check_tags(tags) if tags is not None else default_tags(benchmark.kind)
     users = _users_named(session, assignees)
     queue = ReviewQueue(
         benchmark_id=benchmark.id,
@@ -192,6 +212,7 @@ def create_queue(
         overlap_k=overlap_k,
         blind=blind,
         choices=values,
+        tags=offered,
         instructions=instructions,
         created_by=created_by,
     )
@@ -223,6 +244,50 @@ def default_choices(session: Session, benchmark: Benchmark, label_name: str) -> 
         letters = [v for v in values if not is_unanswerable(v)]
         return [*sorted(letters), *UNANSWERABLE]
     return values
+
+
+def default_tags(kind: str) -> list[str]:
+    """The defect tags a new queue on a benchmark of ``kind`` offers (:data:`KIND_TAGS`)."""
+    return list(KIND_TAGS.get(kind, ("other",)))
+
+
+def check_tags(tags: Sequence[str]) -> list[str]:
+    """``tags`` stripped, blanks and repeats dropped, in their order; InvalidInput if unfit.
+
+    Raises
+    ------
+    InvalidInput
+        More than :data:`MAX_TAGS` tags, one longer than :data:`MAX_TAG_LENGTH` characters,
+        or one with a control character (a line break would split it on the form; PostgreSQL's
+        JSON refuses NUL).
+
+    """
+    kept = list(dict.fromkeys(t.strip() for t in tags if t.strip()))
+    if len(kept) > MAX_TAGS:
+        raise InvalidInput(f"a queue offers at most {MAX_TAGS} tags, got {len(kept)}", field="tags")
+    for tag in kept:
+        if len(tag) > MAX_TAG_LENGTH:
+            raise InvalidInput(
+                f"a tag has at most {MAX_TAG_LENGTH} characters: {tag[:MAX_TAG_LENGTH]!r}...",
+                field="tags",
+            )
+        if any(ord(c) < 32 or ord(c) == 127 for c in tag):
+            raise InvalidInput(f"tag {tag!r} has a control character", field="tags")
+    return kept
+
+
+def queue_tags(queue: ReviewQueue, kind: str) -> list[str]:
+    """The defect tags ``queue`` (on a benchmark of ``kind``) offers."""
+    return [str(t) for t in queue.tags] if queue.tags is not None else default_tags(kind)
+
+
+def benchmark_tags(session: Session, bench: Benchmark) -> list[str]:
+    """Every tag the benchmark's queues offer, first queue first (no queue: the defaults)."""
+    rows = session.scalars(
+        select(ReviewQueue).where(ReviewQueue.benchmark_id == bench.id).order_by(ReviewQueue.id)
+    )
+    found = [t for q in rows for t in queue_tags(q, bench.kind)]
+    return list(dict.fromkeys(found)) if found else default_tags(bench.kind)
 
 
 def takes_typed_answers(benchmark: Benchmark, label_name: str) -> bool:
@@ -513,7 +578,7 @@ def record(
     reason : str
         Why (free text, shown in the history and the changelog).
     tags : sequence of str
-        Defect tags from :data:`DEFECT_TAGS`.
+        Defect tags, each one the queue offers (:func:`queue_tags`).
 
     Returns
     -------
@@ -541,6 +606,7 @@ def record(
     return _append(
         session, instance_id, queue.label_name, principal,
         kind=kind, value=value, seen_version=seen_version, reason=reason, tags=tags,
+        allowed=queue_tags(queue, bench.kind),
     )  # fmt: skip
 
 
@@ -571,9 +637,13 @@ def _append(
     seen_version: int,
     reason: str,
     tags: Sequence[str],
+    allowed: Sequence[str],
 ) -> LabelEvent:
-    """Append a review event if the item's label set is still at ``seen_version``."""
-    unknown = sorted(set(tags) - set(DEFECT_TAGS))
+    """Append a review event if the item's label set is still at ``seen_version``.
+
+    ``tags`` must be among ``allowed``; they are stored in that order.
+    """
+    unknown = sorted(set(tags) - set(allowed))
     if unknown:
         raise InvalidInput(f"unknown defect tag(s): {', '.join(unknown)}", field="tags")
     if len(reason) > MAX_REASON:
@@ -589,7 +659,7 @@ def _append(
         source=kind,
         author=principal.name,
         reason=reason.strip(),
-        tags=[t for t in DEFECT_TAGS if t in set(tags)],
+        tags=[t for t in allowed if t in set(tags)],
     )
     session.add(event)
     _bump(session, inst)
@@ -648,6 +718,7 @@ def relabel(
     return _append(
         session, instance_id, label_name, principal,
         kind=ADJUDICATION, value=value, seen_version=seen_version, reason=reason, tags=tags,
+        allowed=benchmark_tags(session, bench),
     )  # fmt: skip
 
 
@@ -734,12 +805,13 @@ def standing_votes(
     return ids, [str(groups[i]) for i in ids], votes, originals
 
 
-def queue_summary(queue: ReviewQueue) -> dict[str, Any]:
-    """The queue's settings as plain values (for the API)."""
+def queue_summary(queue: ReviewQueue, kind: str) -> dict[str, Any]:
+    """The queue's settings as plain values (for the API); ``kind``: its benchmark's."""
     return {
         "id": queue.id,
         "name": queue.name,
         "label": queue.label_name,
         **attributes(queue, ("source", "query", "overlap_k", "blind")),
         "choices": list(queue.choices),
+        "tags": queue_tags(queue, kind),
     }

@@ -13,7 +13,7 @@ from app.services.accounts.users import Principal
 from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.comments import add_comment, thread
 from app.services.review import queues
-from app.services.review.queue_sources import member_ids
+from app.services.review.queue_sources import DEFAULT_SIZE, member_ids
 from app.services.review.review_views import has_revealed, reveal_note
 from app.tables import Benchmark, Comment, Instance, ReviewQueue, Role
 
@@ -31,21 +31,27 @@ class NewQueue:
     blind: bool = False
     instructions: str = ""
     assignees: Sequence[str] = ()
+    # How many of the source's items the queue takes (the first ones, in the source's order).
+    size: int = DEFAULT_SIZE
+    # The defect tags its votes may carry (None: the benchmark kind's defaults).
+    tags: Sequence[str] | None = None
 
 
 # NewQueue's fields that create_queue takes under the same names.
-_QUEUE_SETTINGS = ("name", "source", "query", "overlap_k", "blind", "instructions", "assignees")
+_QUEUE_SETTINGS = (
+    "name", "source", "query", "overlap_k", "blind", "instructions", "assignees", "tags",
+)  # fmt: skip
 
 
 def create_queue_from_source(session: Session, new: NewQueue, created_by: str) -> ReviewQueue:
-    """Freeze the rows ``new.source`` and ``new.query`` select into a new queue.
+    """Freeze the first ``new.size`` rows ``new.source`` and ``new.query`` list into a new queue.
 
     Raises
     ------
     NotFound
         No such benchmark.
     InvalidInput
-        An unknown source, a query that matches nothing, or a setting
+        An unknown source, a query that matches nothing, a size out of range, or a setting
         :func:`app.services.review.queues.create_queue` refuses.
 
     """
@@ -53,7 +59,7 @@ def create_queue_from_source(session: Session, new: NewQueue, created_by: str) -
     return queues.create_queue(
         session,
         bench,
-        member_ids(session, bench, new.source, new.query),
+        member_ids(session, bench, new.source, new.query, new.size),
         label_name=new.label,
         created_by=created_by,
         **attributes(new, _QUEUE_SETTINGS),

@@ -25,20 +25,32 @@ from app.services.evidence.answer_matrix import ANSWER_KINDS, ANSWER_LABEL
 from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.choices import option_letters
 from app.services.evidence.comments import thread
+from app.services.evidence.detectors import RANKER_KIND, RANKER_PREFIX
 from app.services.evidence.labels import default_label_set, label_names
-from app.services.evidence.resolution import Resolution
+from app.services.evidence.resolution import Resolution, fold, latest_events
 from app.services.jobs.metrics_view import Way, way_of
 from app.services.metrics.answer_changes import AnswerComparison, answer_comparison
 from app.services.metrics.metric_results import labelled_count
 from app.services.metrics.metrics_compare import MetricsComparison, compare_metrics
 from app.services.metrics.metrics_query import MetricsQuery
+from app.services.metrics.rankers import RANKERS
 from app.services.review import queues
 from app.services.review.queue_agreement import queue_agreement
-from app.services.review.queue_sources import check_source
+from app.services.review.queue_sources import DEFAULT_SIZE, check_source, source_items
 from app.services.table.facets import benchmark_facets, version_key
+from app.services.table.instance_answers import ItemAnswers, item_answers
 from app.services.table.instances import other_fields, text_fields
 from app.sql.cache import VersionedCache
-from app.tables import Benchmark, BenchmarkKind, Comment, Instance, ReviewQueue, Role
+from app.tables import (
+    Benchmark,
+    BenchmarkKind,
+    Comment,
+    Detector,
+    Instance,
+    ReviewQueue,
+    Role,
+    Score,
+)
 
 # Bootstrap resamples of the queue page's intervals: enough for two decimals, quick to draw.
 REVIEW_RESAMPLES = 500
@@ -242,6 +254,51 @@ def _item_rows(session: Session, queue: ReviewQueue) -> list[QueueItemRow]:
 
 
 @dataclass(frozen=True)
+class RankerScore:
+    """A label-error ranker's score of one item (higher: its label is more likely wrong)."""
+
+    detector: str
+    title: str
+    score: float
+
+
+@dataclass(frozen=True)
+class ItemEvidence:
+    """What an adjudicator weighs on a choice or answer item besides its text.
+
+    ``answers``: each model's answer (per option on a choice item, which models chose it);
+    ``rankers``: the scores of the benchmark's label-error rankers for this item.
+    """
+
+    answers: ItemAnswers
+    rankers: list[RankerScore]
+
+
+def item_evidence(
+    session: Session, bench: Benchmark, inst: Instance, reference: str | None
+) -> ItemEvidence | None:
+    """The models' answers and the rankers' scores of ``inst`` (None unless choice or answer).
+
+    ``reference`` is the item's original ``reference`` label, the one the models' answers are
+    graded against and the rankers suspect.
+    """
+    answers = item_answers(session, bench, inst.id, inst.payload, reference)
+    if answers is None:
+        return None
+    rows = session.execute(
+        select(Detector.name, Score.score)
+        .join(Detector, Detector.id == Score.detector_id)
+        .where(Score.instance_id == inst.id, Detector.kind == RANKER_KIND)
+        .order_by(Detector.name)
+    ).all()
+    rankers = []
+    for name, score in rows:
+        ranker = RANKERS.get(str(name).removeprefix(RANKER_PREFIX))
+        rankers.append(RankerScore(name, ranker.title if ranker else "", float(score)))
+    return ItemEvidence(answers, rankers)
+
+
+@dataclass(frozen=True)
 class ItemView:
     """What the item page shows; ``resolution`` and ``fields`` are None/empty in blind mode."""
 
@@ -263,6 +320,8 @@ class ItemView:
     labels_shown: bool = False
     # A reviewer in a blind queue who has not revealed the item may (a logged click).
     can_reveal: bool = False
+    # A choice or answer item's models' answers and rankers' scores, where labels are shown.
+    evidence: ItemEvidence | None = None
 
 
 def item_view(
@@ -305,7 +364,22 @@ def item_view(
         typed=queues.takes_typed_answers(bench, queue.label_name),
         labels_shown=sees,
         can_reveal=not sees and principal.can(Role.reviewer),
+        # Model answers and ranker scores are detector outputs: hidden where labels are.
+        evidence=item_evidence(session, bench, inst, _reference(session, queue, instance_id, res))
+        if sees
+        else None,
     )
+
+
+def _reference(
+    session: Session, queue: ReviewQueue, instance_id: int, res: Resolution | None
+) -> str | None:
+    """The item's original ``reference`` value (the queue's own resolution when it votes on it)."""
+    if queue.label_name == ANSWER_LABEL:
+        return res.original if res is not None else None
+    rows = latest_events(session, [instance_id], [ANSWER_LABEL])
+    folded = fold(rows, queue.overlap_k).get((instance_id, ANSWER_LABEL))
+    return folded[1].original if folded is not None else None
 
 
 def _options(kind: str, payload: dict[str, Any]) -> list[tuple[str, str]]:
@@ -322,6 +396,8 @@ class ItemPage:
     queue: ReviewQueue
     item: ItemView
     progress: queues.Progress
+    # The defect tags the queue offers.
+    tags: list[str]
 
 
 def item_page(session: Session, queue_id: int, instance_id: int, principal: Principal) -> ItemPage:
@@ -339,7 +415,8 @@ def item_page(session: Session, queue_id: int, instance_id: int, principal: Prin
     """
     queue = queues.get_queue_for(session, queue_id, principal)
     view = item_view(session, queue, instance_id, principal)
-    return ItemPage(queue, view, queues.progress(session, queue))
+    tags = queues.queue_tags(queue, view.kind)
+    return ItemPage(queue, view, queues.progress(session, queue), tags)
 
 
 # ----------------------------------------------------------------------------- REST bodies
@@ -404,6 +481,8 @@ class QueueSummary(BaseModel):
     overlap_k: int
     blind: bool
     choices: list[str]
+    # The defect tags votes and adjudications may carry.
+    tags: list[str]
     progress: QueueProgress
 
 
@@ -415,20 +494,57 @@ def queue_summary(session: Session, queue: ReviewQueue, principal: Principal) ->
         # only how many are done.
         for key in ("adjudicated", "unanimous"):
             del progress[key]
-    return QueueSummary(**queues.queue_summary(queue), progress=QueueProgress(**progress))
+    kind = session.get_one(Benchmark, queue.benchmark_id).kind
+    return QueueSummary(**queues.queue_summary(queue, kind), progress=QueueProgress(**progress))
 
 
 # ----------------------------------------------------------------------------- new queues
 
 
 @dataclass(frozen=True)
+class QueuePreview:
+    """How many items a source lists and how many a queue of ``size`` takes of them.
+
+    ``error`` says why the source cannot be read (an unparsable query, an unknown label set);
+    ``matching`` is then None.
+    """
+
+    size: int
+    matching: int | None = None
+    error: str = ""
+
+    @property
+    def taken(self) -> int:
+        """Items the queue would take: the first ``size`` of the ``matching`` ones."""
+        return min(self.matching or 0, self.size)
+
+
+def queue_preview(
+    session: Session, bench: Benchmark, source: str, query: str, size: int
+) -> QueuePreview:
+    """What a queue of ``size`` built from ``source`` and ``query`` would take.
+
+    Errors of the query or the size are the preview's (``error``), not raised: the form
+    shows them beside the fields while they are being typed.
+    """
+    try:
+        found = source_items(session, bench, source, query, size)
+    except InvalidInput as exc:
+        return QueuePreview(size, error=exc.message)
+    return QueuePreview(size, found.matching)
+
+
+@dataclass(frozen=True)
 class QueueForm:
-    """What the new-queue form offers: the benchmark's label sets and the preselected one."""
+    """What the new-queue form offers: label sets, default tags and how many items match."""
 
     bench: Benchmark
     source: str
     labels: list[str]
     label: str
+    # The benchmark kind's default defect tags (the form's tag list starts with them).
+    tags: list[str]
+    preview: QueuePreview
 
 
 def queue_benchmarks(session: Session) -> list[str]:
@@ -436,8 +552,15 @@ def queue_benchmarks(session: Session) -> list[str]:
     return list(session.scalars(select(Benchmark.name).order_by(Benchmark.name)))
 
 
-def queue_form(session: Session, benchmark: str, source: str, label: str = "") -> QueueForm:
-    """The choices of a new queue on ``benchmark`` built from ``source``.
+def queue_form(
+    session: Session,
+    benchmark: str,
+    source: str,
+    label: str = "",
+    query: str = "",
+    size: int = DEFAULT_SIZE,
+) -> QueueForm:
+    """The choices of a new queue on ``benchmark`` built from ``source`` and ``query``.
 
     ``label`` is preselected when given, else ``reference`` if the benchmark has it, else its
     first label set.
@@ -454,5 +577,10 @@ def queue_form(session: Session, benchmark: str, source: str, label: str = "") -
     labels = label_names(session, bench.id)
     check_source(source)
     return QueueForm(
-        bench=bench, source=source, labels=labels, label=default_label_set(labels, label)
+        bench=bench,
+        source=source,
+        labels=labels,
+        label=default_label_set(labels, label),
+        tags=queues.default_tags(bench.kind),
+        preview=queue_preview(session, bench, source, query, size),
     )
