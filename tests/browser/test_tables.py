@@ -306,6 +306,22 @@ def test_column_choice_lives_in_the_url(
     assert problems == []
 
 
+def test_enter_in_the_search_box_sends_one_request(page: tuple[Any, list], base_url: str) -> None:
+    """Issue 21 item 7: Enter fires "change" and "submit"; the filter form asks once."""
+    pg, problems = page
+    pg.goto(f"{base_url}/benchmarks/judgebench")
+    sent: list[str] = []
+    pg.on("request", lambda r: sent.append(r.url) if "/benchmarks/judgebench?" in r.url else None)
+    pg.fill("#q", "gpt")
+    with pg.expect_response(lambda r: "q=gpt" in r.url):
+        pg.press("#q", "Enter")
+    idle(pg)
+    pg.wait_for_timeout(600)  # the typing's own delayed request (300 ms) would have left too
+    assert len(sent) == 1, sent
+    assert "q=gpt" in pg.url
+    assert problems == []
+
+
 def test_instance_page_fits_and_shows_verdicts_beside_responses(
     page: tuple[Any, list], base_url: str
 ) -> None:
