@@ -138,13 +138,17 @@ document.addEventListener("htmx:configRequest", function (ev) {
 })();
 
 // ---- Instance table (templates/_table.html): column chooser ------------------------------
-// The columns a reviewer hides are kept per benchmark in localStorage
-// ("appellate.columns.<benchmark>": the hidden columns' data-col keys) and applied again
-// after every htmx swap of the table. Each body cell is matched to its header by position.
+// The shown columns live in the page's URL (`cols`, one value per shown column's data-col key;
+// one blank value: none shown; absent: all), so a pasted link shows the same columns. The
+// server renders hidden columns hidden and keeps `cols` in its paging, sort and filter links;
+// a change here rewrites those links and the address (history.replaceState) without a request.
+// This browser also keeps the hidden columns per benchmark in localStorage
+// ("appellate.columns.<benchmark>"), used when a URL names no columns. The column the table
+// is sorted by (data-sorted-col) always shows. Body cells match their header by position.
 (function () {
   "use strict";
   var PREFIX = "appellate.columns.";
-  function hiddenOf(benchmark) {
+  function storedHidden(benchmark) {
     try {
       var stored = JSON.parse(window.localStorage.getItem(PREFIX + benchmark) || "[]");
       return Array.isArray(stored) ? stored : [];
@@ -153,10 +157,24 @@ document.addEventListener("htmx:configRequest", function (ev) {
   function store(benchmark, hidden) {
     try { window.localStorage.setItem(PREFIX + benchmark, JSON.stringify(hidden)); } catch (e) { /* private mode */ }
   }
-  function applyTo(table, hidden) {
+  function boxes(chooser) { return chooser.querySelectorAll("input[type=checkbox]"); }
+  function hiddenOf(chooser) {
+    return Array.prototype.filter.call(boxes(chooser), function (box) { return !box.checked; })
+      .map(function (box) { return box.value; });
+  }
+  // The `cols` values for the boxes as checked: null when every column shows.
+  function colsOf(chooser) {
+    var all = boxes(chooser);
+    var shown = Array.prototype.filter.call(all, function (box) { return box.checked; })
+      .map(function (box) { return box.value; });
+    if (shown.length === all.length) { return null; }
+    return shown.length ? shown : [""];
+  }
+  function applyTo(table, hidden, kept) {
     var heads = table.querySelectorAll("thead tr.head-cols > th");
     var hide = Array.prototype.map.call(heads, function (th) {
-      return hidden.indexOf(th.getAttribute("data-col")) >= 0;
+      var key = th.getAttribute("data-col");
+      return key !== kept && hidden.indexOf(key) >= 0;
     });
     Array.prototype.forEach.call(table.querySelectorAll("tr:not(.head-groups)"), function (tr) {
       Array.prototype.forEach.call(tr.children, function (cell, i) {
@@ -175,37 +193,110 @@ document.addEventListener("htmx:configRequest", function (ev) {
       th.classList.toggle("col-hidden", shown === 0);
     });
   }
-  function apply(root) {
-    Array.prototype.forEach.call((root || document).querySelectorAll(".column-chooser"), function (chooser) {
-      var benchmark = chooser.getAttribute("data-benchmark");
-      var hidden = hiddenOf(benchmark);
-      Array.prototype.forEach.call(chooser.querySelectorAll("input[type=checkbox]"), function (box) {
-        box.checked = hidden.indexOf(box.value) < 0;
-      });
-      var results = chooser.closest(".results") || document;
-      Array.prototype.forEach.call(results.querySelectorAll("table.instances"), function (table) {
-        applyTo(table, hidden);
-      });
+  // `url` (absolute or a path) as path + query with `cols` set to `cols` (null: removed).
+  function withCols(url, cols) {
+    var u = new URL(url, window.location.href);
+    u.searchParams.delete("cols");
+    (cols || []).forEach(function (c) { u.searchParams.append("cols", c); });
+    return u.pathname + u.search + u.hash;
+  }
+  function pathOf(url) { return new URL(url, window.location.href).pathname; }
+  // Every link to this table (paging, sorting, the sort chip, Clear) or to its rows' pages
+  // (whose "back to table" keeps them) and the filter form's hidden `cols` fields carry
+  // `cols`; so does the address bar.
+  function carry(chooser, cols) {
+    var path = chooser.getAttribute("data-path");
+    Array.prototype.forEach.call(document.querySelectorAll("main a[href]"), function (a) {
+      var to = pathOf(a.getAttribute("href"));
+      if (to !== path && to.indexOf(path + "/instances/") !== 0) { return; }
+      a.setAttribute("href", withCols(a.getAttribute("href"), cols));
+      if (a.hasAttribute("hx-get")) {
+        a.setAttribute("hx-get", withCols(a.getAttribute("hx-get"), cols));
+        // htmx reads hx-get when it processes the element: process it again.
+        if (window.htmx) { window.htmx.process(a); }
+      }
     });
+    var results = chooser.closest(".results");
+    if (results) {
+      Array.prototype.forEach.call(results.querySelectorAll("input[name=cols]"), function (input) {
+        input.remove();
+      });
+      (cols || []).forEach(function (c) {
+        var input = document.createElement("input");
+        input.type = "hidden";
+        input.name = "cols";
+        input.setAttribute("form", "filters");
+        input.value = c;
+        results.insertBefore(input, results.firstChild);
+      });
+    }
+    syncAddress(chooser);
+  }
+  function syncAddress(chooser) {
+    if (window.location.pathname !== chooser.getAttribute("data-path")) { return; }
+    var target = withCols(window.location.href, colsOf(chooser));
+    var here = window.location.pathname + window.location.search + window.location.hash;
+    if (target !== here) { window.history.replaceState(window.history.state, "", target); }
+  }
+  function show(chooser) {
+    var hidden = hiddenOf(chooser);
+    var kept = chooser.getAttribute("data-sorted-col") || "";
+    var results = chooser.closest(".results") || document;
+    Array.prototype.forEach.call(results.querySelectorAll("table.instances"), function (table) {
+      applyTo(table, hidden, kept);
+    });
+  }
+  // On load and after a swap: the server applied the URL's `cols`; without one, this
+  // browser's stored choice applies (and goes into the links and the address).
+  function init(root) {
+    Array.prototype.forEach.call((root || document).querySelectorAll(".column-chooser"), function (chooser) {
+      if (chooser.getAttribute("data-chosen") !== "true") {
+        var hidden = storedHidden(chooser.getAttribute("data-benchmark"));
+        if (hidden.length) {
+          Array.prototype.forEach.call(boxes(chooser), function (box) {
+            box.checked = hidden.indexOf(box.value) < 0;
+          });
+          mirror(chooser);
+          chooser.setAttribute("data-chosen", "true");
+          carry(chooser, colsOf(chooser));
+        }
+      }
+      show(chooser);
+    });
+  }
+  // The boxes' checked attributes follow their state, so that htmx's history snapshot (the
+  // page's HTML) restores the same choice on "back".
+  function mirror(chooser) {
+    Array.prototype.forEach.call(boxes(chooser), function (box) {
+      box.toggleAttribute("checked", box.checked);
+    });
+  }
+  function chosen(chooser) {
+    mirror(chooser);
+    store(chooser.getAttribute("data-benchmark"), hiddenOf(chooser));
+    chooser.setAttribute("data-chosen", "true");
+    carry(chooser, colsOf(chooser));
+    show(chooser);
   }
   document.addEventListener("change", function (ev) {
     var chooser = ev.target.closest && ev.target.closest(".column-chooser");
     if (!chooser || ev.target.type !== "checkbox") { return; }
-    var hidden = Array.prototype.filter.call(chooser.querySelectorAll("input[type=checkbox]"), function (box) {
-      return !box.checked;
-    }).map(function (box) { return box.value; });
-    store(chooser.getAttribute("data-benchmark"), hidden);
-    apply(chooser.closest(".results") || document);
+    chosen(chooser);
   });
   document.addEventListener("click", function (ev) {
     var all = ev.target.closest && ev.target.closest(".column-chooser .columns-all");
     if (!all) { return; }
     var chooser = all.closest(".column-chooser");
-    store(chooser.getAttribute("data-benchmark"), []);
-    apply(chooser.closest(".results") || document);
+    Array.prototype.forEach.call(boxes(chooser), function (box) { box.checked = true; });
+    chosen(chooser);
   });
-  document.addEventListener("DOMContentLoaded", function () { apply(document); });
-  document.addEventListener("htmx:afterSwap", function () { apply(document); });
+  document.addEventListener("DOMContentLoaded", function () { init(document); });
+  document.addEventListener("htmx:afterSwap", function () { init(document); });
+  document.addEventListener("htmx:historyRestore", function () { init(document); });
+  // htmx writes the server's URL after a swap: keep the shown columns in it.
+  document.addEventListener("htmx:pushedIntoHistory", function () {
+    Array.prototype.forEach.call(document.querySelectorAll(".column-chooser"), syncAddress);
+  });
 })();
 
 // ---- Model text (templates/_rich_text.html): LaTeX through KaTeX, raw-text toggle ---------

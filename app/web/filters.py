@@ -6,6 +6,7 @@ fragment and the JSON API.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
@@ -105,6 +106,27 @@ async def table_sort(
     return TableSort.parse(sort)
 
 
+ColsParam = Annotated[
+    list[str] | None,
+    Query(
+        description="The columns shown (repeatable; the column chooser's keys: `group`, "
+        "`slice:FIELD`, `text`, `label:SET`, `judge:JUDGE`, `score:DETECTOR`). Absent: every "
+        "column; one blank value: only the external id. The column sorted by always shows; "
+        "unknown keys are ignored.",
+    ),
+]
+
+
+async def column_choice(cols: ColsParam = None) -> tuple[str, ...] | None:
+    """The ``cols`` parameter as the chosen columns, in order (``None``: no choice, all show).
+
+    ``async``: no I/O. Blank values only say that the parameter is present; repeats count once.
+    """
+    if cols is None:
+        return None
+    return tuple(dict.fromkeys(c for c in cols if c.strip()))
+
+
 def _number(x: float) -> str:
     return repr(int(x)) if x == int(x) and abs(x) < 1e15 else repr(x)
 
@@ -131,11 +153,17 @@ def filter_params(flt: InstanceFilter) -> list[tuple[str, str]]:
     return params
 
 
-def query_string(flt: InstanceFilter, **extra: int | str | None) -> str:
-    """``?...`` for ``flt`` plus ``extra`` parameters (``None`` and page 1 left out), or ``""``."""
+def query_string(flt: InstanceFilter, **extra: int | str | Sequence[str] | None) -> str:
+    """``?...`` for ``flt`` plus ``extra`` parameters (``None`` and page 1 left out), or ``""``.
+
+    A list value repeats its key once per item (``cols``).
+    """
     params = filter_params(flt)
     for key, value in extra.items():
         if value is None or (key == "page" and value == 1):
             continue
-        params.append((key, str(value)))
+        if isinstance(value, list | tuple):
+            params += [(key, str(v)) for v in value]
+        else:
+            params.append((key, str(value)))
     return "?" + urlencode(params) if params else ""

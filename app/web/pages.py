@@ -21,8 +21,9 @@ from app.services.table.instances import InstanceDetail, instance_detail
 from app.sql.cache import VersionedCache
 from app.store import Store
 from app.tables import Role
+from app.web.cells import ColumnChoice, sorted_column, table_columns
 from app.web.deps import ReadCache, StoreDep
-from app.web.filters import instance_filter, table_sort
+from app.web.filters import column_choice, instance_filter, table_sort
 from app.web.lane import Lane
 from app.web.params import DbCount, Page
 from app.web.routers import page_router
@@ -33,6 +34,7 @@ router = page_router()
 
 Filter = Annotated[InstanceFilter, Depends(instance_filter)]
 Sort = Annotated[TableSort, Depends(table_sort)]
+Cols = Annotated[tuple[str, ...] | None, Depends(column_choice)]
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -52,10 +54,15 @@ async def benchmark_page(
     lane: Lane,
     flt: Filter,
     sort: Sort,
+    cols: Cols,
     page: Page = 1,
 ) -> HTMLResponse:
-    """The filtered, sorted instance table; htmx gets the table fragment and the canonical URL."""
-    return await lane.run(_benchmark_page, request, name, store, cache, flt, sort, page)
+    """The filtered, sorted instance table; htmx gets the table fragment and the canonical URL.
+
+    ``cols`` (the column chooser's choice) travels in the URL so that a pasted link shows the
+    same columns; the column sorted by shows whatever the choice.
+    """
+    return await lane.run(_benchmark_page, request, name, store, cache, flt, sort, cols, page)
 
 
 def _benchmark_page(
@@ -65,6 +72,7 @@ def _benchmark_page(
     cache: VersionedCache,
     flt: InstanceFilter,
     sort: TableSort,
+    cols: tuple[str, ...] | None,
     page: int,
 ) -> HTMLResponse:
     with transaction(store.factory) as session:
@@ -77,12 +85,16 @@ def _benchmark_page(
             cache=cache,
             sort=sort,
         )
+    chosen = None if cols is None else frozenset(cols)
+    choice = ColumnChoice(chosen, sorted_column(view.facets, view.table.order))
+    cols_param = choice.param(table_columns(view.facets))
     headers = {}
     if is_fragment_request(request):
-        headers["HX-Push-Url"] = benchmark_url(name, view.table.filter, page, view.table.sort)
-    return render(
-        request, "benchmark.html", {"view": view}, fragment="_table.html", headers=headers
-    )
+        headers["HX-Push-Url"] = benchmark_url(
+            name, view.table.filter, page, view.table.sort, cols_param
+        )
+    context = {"view": view, "choice": choice, "cols_param": cols_param}
+    return render(request, "benchmark.html", context, fragment="_table.html", headers=headers)
 
 
 @router.get("/benchmarks/{name}/instances/{external_id:path}", response_class=HTMLResponse)
@@ -95,10 +107,16 @@ async def instance_page(
     lane: Lane,
     flt: Filter,
     sort: Sort,
+    cols: Cols,
     page: Annotated[DbCount | None, Query(ge=1, description="Table page to go back to.")] = None,
 ) -> HTMLResponse:
-    """One instance in full; previous/next follow the table view the reviewer came from."""
-    return await lane.run(_instance_page, request, name, external_id, store, cache, flt, sort, page)
+    """One instance in full; previous/next follow the table view the reviewer came from.
+
+    The table's ``cols`` travel along, so "back to table" shows the same columns.
+    """
+    return await lane.run(
+        _instance_page, request, name, external_id, store, cache, flt, sort, cols, page
+    )
 
 
 def _instance_page(
@@ -109,9 +127,19 @@ def _instance_page(
     cache: VersionedCache,
     flt: InstanceFilter,
     sort: TableSort,
+    cols: tuple[str, ...] | None,
     page: int | None,
 ) -> HTMLResponse:
-    return instance_response(request, store, cache, name, external_id, flt, sort, page)
+    return instance_response(
+        request, store, cache, name, external_id, flt, sort, page, cols=cols_values(cols)
+    )
+
+
+def cols_values(cols: tuple[str, ...] | None) -> list[str] | None:
+    """``cols`` as query values again (``[""]``: none chosen, which an absent one is not)."""
+    if cols is None:
+        return None
+    return list(cols) or [""]
 
 
 def instance_response(
@@ -124,17 +152,29 @@ def instance_response(
     sort: TableSort | None = None,
     page: int | None = None,
     *,
+    cols: list[str] | None = None,
     relabel_error: str | None = None,
     status_code: int = 200,
 ) -> HTMLResponse:
-    """The instance page; with ``relabel_error`` shown beside the relabel form (a refusal)."""
+    """The instance page; with ``relabel_error`` shown beside the relabel form (a refusal).
+
+    ``cols`` are the table's chosen columns (``cols`` values), kept by the links back to it.
+    """
     with transaction(store.factory) as session:
         detail = instance_detail(session, name, external_id, flt, cache=cache, sort=sort)
         choices = relabel_choices(session, request, detail)
     headers = {}
     if is_fragment_request(request):
-        headers["HX-Push-Url"] = instance_url(name, external_id, detail.filter, page, detail.sort)
-    context = {"d": detail, "page": page, "relabel": choices, "relabel_error": relabel_error}
+        headers["HX-Push-Url"] = instance_url(
+            name, external_id, detail.filter, page, detail.sort, cols
+        )
+    context = {
+        "d": detail,
+        "page": page,
+        "cols_param": cols,
+        "relabel": choices,
+        "relabel_error": relabel_error,
+    }
     response = render(request, "instance.html", context, fragment="_instance.html", headers=headers)
     response.status_code = status_code
     return response

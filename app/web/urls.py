@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -19,11 +20,19 @@ def path_segment(value: str) -> str:
 
 
 def benchmark_url(
-    name: str, flt: InstanceFilter | None = None, page: int | None = None, sort: str | None = None
+    name: str,
+    flt: InstanceFilter | None = None,
+    page: int | None = None,
+    sort: str | None = None,
+    cols: Sequence[str] | None = None,
 ) -> str:
-    """Path (with query) of the benchmark page showing ``flt`` at ``page`` in order ``sort``."""
+    """Path (with query) of the benchmark page showing ``flt`` at ``page`` in order ``sort``.
+
+    ``cols`` are the ``cols`` values of the chosen columns
+    (:meth:`app.web.cells.ColumnChoice.param`); ``None``: every column.
+    """
     return f"/benchmarks/{path_segment(name)}" + query_string(
-        flt or InstanceFilter(), page=page, sort=_sort_param(sort)
+        flt or InstanceFilter(), page=page, sort=_sort_param(sort), cols=cols
     )
 
 
@@ -38,10 +47,14 @@ def instance_url(
     flt: InstanceFilter | None = None,
     page: int | None = None,
     sort: str | None = None,
+    cols: Sequence[str] | None = None,
 ) -> str:
-    """Path of an instance page; filter, page and sort travel along for previous/next and back."""
+    """Path of an instance page; filter, page, sort and chosen columns travel along.
+
+    They serve previous/next and the way back to the same table view.
+    """
     return f"/benchmarks/{path_segment(name)}/instances/{path_segment(external_id)}" + query_string(
-        flt or InstanceFilter(), page=page, sort=_sort_param(sort)
+        flt or InstanceFilter(), page=page, sort=_sort_param(sort), cols=cols
     )
 
 

@@ -3,7 +3,8 @@
 The reviewer opens the label-errors list (its default ranker), follows the top item (option
 bars, the experts' annotation), builds a queue from the list; an annotator votes an option by
 key; the reviewer adjudicates "no correct option" with a taxonomy tag; the defect report counts
-the tag; the corrected export leaves the item out and its changelog lists it.
+the tag; the corrected export leaves the item out and its changelog lists it. Paging the list
+meets no console error or CSP violation, and its form sends a bad value once.
 """
 
 from __future__ import annotations
@@ -218,3 +219,53 @@ def test_a_choice_queue_is_sized_tagged_and_adjudicated_with_evidence(
     assert tagged == [["needs a figure"]]
     assert problems == []
     ctx.close()
+
+
+def test_paging_the_label_errors_list_is_quiet_and_sends_once(
+    browser: Any, served: tuple[str, Settings]
+) -> None:
+    """Issue 21 item 7: paging the list logs no (CSP) error; a bad value is sent once."""
+    url, settings = served
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    # Every CSP violation the page meets, whether or not the console reports it as an error.
+    context.add_init_script(
+        "window.__csp = []; document.addEventListener('securitypolicyviolation', e =>"
+        " window.__csp.push(e.violatedDirective + ' ' + e.blockedURI + ' ' + e.sourceFile"
+        " + ':' + e.lineNumber));"
+    )
+    page = context.new_page()
+    problems = _watch(page)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    path = f"/benchmarks/{BENCH}/disagreements"
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.url) if path in r.url else None)
+    try:
+        page.goto(f"{url}/signin/{token_for(settings, 'rita', 'reviewer', TokenKind.signin)}")
+        page.click("#use-link")
+        page.goto(f"{url}{path}")
+        expect(page.locator("#dq-mode")).to_have_value("label-errors")
+        first = page.locator("table.disagreements td.id a").all_inner_texts()
+        assert len(first) == 100
+        with page.expect_response(lambda r: "page=2" in r.url):
+            page.locator("nav.pager a[rel=next]").click()
+        page.wait_for_function("() => document.querySelector('.htmx-request') === null")
+        expect(page).to_have_url(re.compile(r"page=2"))
+        second = page.locator("table.disagreements td.id a").all_inner_texts()
+        assert second and not set(second) & set(first)
+        expect(page.locator("table.disagreements td.num.muted").first).to_have_text("101")
+        with page.expect_response(lambda r: path in r.url):
+            page.locator("nav.pager a[rel=prev]").click()
+        page.wait_for_function("() => document.querySelector('.htmx-request') === null")
+        assert page.locator("table.disagreements td.id a").all_inner_texts() == first
+        assert problems == [] and page.evaluate("window.__csp") == []
+        # A bad value (Enter in the field: a change and a submit) goes to the server once.
+        sent.clear()
+        page.fill("#dq-limit", "-1")
+        with page.expect_response(lambda r: "limit=-1" in r.url):
+            page.press("#dq-limit", "Enter")
+        expect(page.locator("#request-error")).to_be_visible()
+        page.wait_for_timeout(600)  # a second request would have left by now
+        assert [u for u in sent if "limit=-1" in u] == [sent[0]], sent
+        assert len(sent) == 1, sent
+    finally:
+        context.close()

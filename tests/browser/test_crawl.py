@@ -202,3 +202,42 @@ def test_every_link_answers_and_no_page_logs_an_error(
             assert f"/benchmarks/{bench}/metrics" in pages, bench
     else:
         assert "/items/" in pages, pages
+
+
+def test_paging_each_disagreements_list_logs_nothing(
+    browser: Any, served: tuple[str, Settings]
+) -> None:
+    """Issue 21 item 7: next, previous and back on every demo benchmark's list, by htmx clicks.
+
+    Console errors and CSP violations (a ``securitypolicyviolation`` listener sees them even
+    where the console does not call them errors) are both checked.
+    """
+    url, settings = served
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.add_init_script(
+        "window.__csp = []; document.addEventListener('securitypolicyviolation', e =>"
+        " window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));"
+    )
+    page = context.new_page()
+    problems = _watch(page)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.goto(f"{url}/signin/{token_for(settings, 'ada', 'admin', TokenKind.signin)}")
+    page.click("#use-link")
+    paged = []
+    for bench in ("judgebench", "truth", "real-world-scenarios", "mmlu-redux"):
+        page.goto(f"{url}/benchmarks/{bench}/disagreements")
+        _settle(page)
+        if page.locator("nav.pager a[rel=next]").count() == 0:
+            continue
+        paged.append(bench)
+        for rel in ("next", "prev"):
+            with page.expect_response(lambda r: "/disagreements" in r.url):
+                page.locator(f"nav.pager a[rel={rel}]").click()
+            page.wait_for_function("() => document.querySelector('.htmx-request') === null")
+        page.go_back()
+        _settle(page)
+        assert "page=2" in page.url, bench
+        assert (bench, problems, page.evaluate("window.__csp")) == (bench, [], [])
+    context.close()
+    # The demo has lists long enough to page (label-errors on MMLU-Redux at least).
+    assert "mmlu-redux" in paged, paged

@@ -121,6 +121,8 @@ def test_search_and_filters_update_the_table_and_the_url(
     assert pg.evaluate("window.__marker") == 42
 
     pg.locator("select[name=label]").select_option("reference=B")
+    # The rows are those of the flip filter alone: wait for the URL (a change waits 100 ms).
+    pg.wait_for_url("**label=reference%3DB*")
     wait_for_ids(pg, {"pair/002", "pair-005"})
     pg.locator("select[name=slice] >> nth=0").select_option("source=livecodebench")
     wait_for_ids(pg, {"pair-005"})

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 
@@ -186,6 +186,139 @@ def test_column_chooser_persists_per_benchmark(page: tuple[Any, list], base_url:
     pg.locator(".column-chooser summary").click()
     pg.locator(".column-chooser .columns-all").click()
     assert pg.locator(column).is_visible()
+    assert problems == []
+
+
+def idle(pg: Any) -> None:
+    """Wait until htmx has no request in flight."""
+    pg.wait_for_function("() => document.querySelector('.htmx-request') === null")
+
+
+def url_cols(url: str) -> list[str] | None:
+    """The ``cols`` values of ``url`` (``None`` when it has none)."""
+    query = parse_qs(urlsplit(url).query, keep_blank_values=True)
+    return query.get("cols")
+
+
+def test_sorted_column_stays_in_view_and_reads_as_a_chip(
+    page: tuple[Any, list], base_url: str
+) -> None:
+    """Issue 21 item 8: a column sorted by shows even when hidden; the order reads as words."""
+    pg, problems = page
+    pg.goto(f"{base_url}/benchmarks/judgebench")
+    column = pg.locator(f'th[data-col="score:{REWARD}"]')
+    with pg.expect_response(lambda r: "sort=" in r.url):
+        column.locator("a").click()
+    pg.wait_for_url("**sort=-score*")
+    idle(pg)
+    chip = pg.locator(".sort-chip")
+    assert chip.inner_text().split() == (f"Sorted by score of {REWARD}, descending ✕".split())
+    assert "sort=" not in pg.locator(".table-bar").inner_text()
+    # Hidden in the chooser while sorted by it: it stays, with its cells.
+    pg.locator(".column-chooser summary").click()
+    pg.locator(f'.column-chooser input[value="score:{REWARD}"]').uncheck()
+    pg.locator(".column-chooser input[value=text]").uncheck()
+    assert column.is_visible()
+    assert not pg.locator("td.preview").first.is_visible()
+    shown = pg.evaluate(
+        "() => [...document.querySelector('#results tbody tr').children]"
+        ".filter(c => c.offsetParent !== null).length"
+    )
+    heads = pg.evaluate(
+        "() => [...document.querySelectorAll('tr.head-cols > th')]"
+        ".filter(c => c.offsetParent !== null).length"
+    )
+    assert shown == heads
+    # The chip's cross removes the sort; the column then hides as chosen.
+    with pg.expect_response(lambda r: "/benchmarks/judgebench" in r.url and "sort=" not in r.url):
+        chip.locator("a.sort-clear").click()
+    idle(pg)
+    pg.wait_for_function("() => !location.search.includes('sort=')")
+    assert pg.locator(".sort-chip").count() == 0
+    assert not column.is_visible()
+    assert url_cols(pg.url) is not None and f"score:{REWARD}" not in url_cols(pg.url)
+    # Loaded sorted by it (a pasted link): shown, though the link hides it.
+    pg.goto(f"{base_url}/benchmarks/judgebench?sort=score%3A{quote(REWARD, safe='')}&cols=")
+    assert column.is_visible()
+    chip_text = pg.locator(".sort-chip").inner_text()
+    assert chip_text.startswith(f"Sorted by score of {REWARD}, ascending")
+    assert not pg.locator('th[data-col="group"]').is_visible()
+    assert problems == []
+
+
+def test_column_choice_lives_in_the_url(
+    page: tuple[Any, list], browser: Any, base_url: str, browser_settings: Settings
+) -> None:
+    """Issue 21 item 8: the chooser writes ``cols``; a pasted link shows the same columns."""
+    pg, problems = page
+    pg.goto(f"{base_url}/benchmarks/judgebench")
+    pg.locator(".column-chooser summary").click()
+    pg.locator(f'.column-chooser input[value="score:{REWARD}"]').uncheck()
+    pg.locator(".column-chooser input[value=group]").uncheck()
+    pg.wait_for_function("() => location.search.includes('cols=')")
+    boxes = pg.locator(".column-chooser input[type=checkbox]")
+    values = [boxes.nth(i).get_attribute("value") for i in range(boxes.count())]
+    assert url_cols(pg.url) == [v for v in values if v not in (f"score:{REWARD}", "group")]
+    link = pg.url
+
+    # Another browser (nothing stored) opening the link sees the same columns.
+    other = signed_in_context(
+        browser, base_url, browser_settings, viewport={"width": WIDTH, "height": 900}
+    )
+    try:
+        p2 = other.new_page()
+        p2.set_default_timeout(15_000)
+        errors: list[str] = []
+        p2.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        p2.goto(link)
+        score = p2.locator(f'th[data-col="score:{REWARD}"]')
+        group = p2.locator('th[data-col="group"]')
+        assert not score.is_visible() and not group.is_visible()
+        assert p2.locator("td.preview").first.is_visible()
+        # Paging, a filter and a row's page (and back) keep them.
+        with p2.expect_response(lambda r: "page=2" in r.url):
+            p2.locator(".pager a[rel=next]").click()
+        idle(p2)
+        p2.wait_for_function("() => location.search.includes('page=2')")
+        assert url_cols(p2.url) == url_cols(link)
+        assert not score.is_visible() and not group.is_visible()
+        with p2.expect_response(lambda r: "label=" in r.url):
+            p2.locator("select[name=label]").first.select_option(index=1)
+        idle(p2)
+        p2.wait_for_function("() => location.search.includes('label=')")
+        assert url_cols(p2.url) == url_cols(link)
+        assert not score.is_visible() and not group.is_visible()
+        p2.locator("#results td.id a").first.click()
+        p2.wait_for_url("**/instances/**")
+        p2.locator("a", has_text="back to table").click()
+        p2.wait_for_url("**/benchmarks/judgebench?*")
+        assert url_cols(p2.url) == url_cols(link)
+        assert not score.is_visible() and not group.is_visible()
+        assert errors == []
+    finally:
+        other.close()
+
+    # Back here, showing all again drops ``cols`` from the address and the links.
+    pg.locator(".column-chooser .columns-all").click()
+    pg.wait_for_function("() => !location.search.includes('cols=')")
+    assert pg.locator(f'th[data-col="score:{REWARD}"]').is_visible()
+    assert "cols=" not in (pg.locator(".pager a[rel=next]").get_attribute("href") or "")
+    assert problems == []
+
+
+def test_enter_in_the_search_box_sends_one_request(page: tuple[Any, list], base_url: str) -> None:
+    """Issue 21 item 7: Enter fires "change" and "submit"; the filter form asks once."""
+    pg, problems = page
+    pg.goto(f"{base_url}/benchmarks/judgebench")
+    sent: list[str] = []
+    pg.on("request", lambda r: sent.append(r.url) if "/benchmarks/judgebench?" in r.url else None)
+    pg.fill("#q", "gpt")
+    with pg.expect_response(lambda r: "q=gpt" in r.url):
+        pg.press("#q", "Enter")
+    idle(pg)
+    pg.wait_for_timeout(600)  # the typing's own delayed request (300 ms) would have left too
+    assert len(sent) == 1, sent
+    assert "q=gpt" in pg.url
     assert problems == []
 
 
