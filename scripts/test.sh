@@ -60,10 +60,12 @@ set +e
 # One pytest worker per core (at least two). Each has its own SQLite files and PostgreSQL
 # databases (uuid-named, created and dropped by the fixtures) and its own browser; the forms
 # inventory checks the submissions of the browser tests its own worker ran. More workers than
-# cores overran the cores once the real-model tests ran side by side.
+# cores overran the cores once the real-model tests ran side by side. Work stealing: an idle
+# worker takes tests queued on a busy one, so a minute-long real-model test does not leave the
+# other core idle at the end.
 WORKERS="${APPELLATE_TEST_WORKERS:-$(nproc 2>/dev/null || echo 2)}"
 if [ "$WORKERS" -lt 2 ]; then WORKERS=2; fi
-.venv/bin/python -m pytest -q -n "$WORKERS" --basetemp=.pytest-tmp \
+.venv/bin/python -m pytest -q -n "$WORKERS" --dist worksteal --basetemp=.pytest-tmp \
     --durations=30 "$@"
 status=$?
 set -e

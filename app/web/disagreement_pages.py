@@ -41,7 +41,7 @@ from app.services.disagreements.modes import all_modes, modes_declaring
 from app.services.disagreements.modes.base import Param, ParamKind
 from app.services.evidence.benchmarks import get_benchmark
 from app.services.review import selection
-from app.services.review.queues import DEFECT_TAGS, MAX_REASON
+from app.services.review.queues import MAX_REASON, benchmark_tags
 from app.services.table.facets import describe_benchmark
 from app.sql.cache import VersionedCache
 from app.store import Store
@@ -234,7 +234,9 @@ def disagreements_page(
         )
         rows = [] if view.result is None else [d.instance_id for d in view.result.items]
         # What the selection form offers: the benchmark's queues, and which rows are marked.
-        bench_queues = selection.benchmark_queues(session, get_benchmark(session, name))
+        bench = get_benchmark(session, name)
+        bench_queues = selection.benchmark_queues(session, bench)
+        defect_tags = benchmark_tags(session, bench)
         marked = selection.marked_defects(session, rows)
     params = view.query.as_params(default_limit=DEFAULT_LIMIT)
     listed = 0 if view.result is None else view.result.listed
@@ -255,7 +257,7 @@ def disagreements_page(
         "list_query": with_query("", {**params, "page": None if page == 1 else page})[1:],
         "queues": bench_queues,
         "marked": marked,
-        "defect_tags": DEFECT_TAGS,
+        "defect_tags": defect_tags,
         "max_reason": MAX_REASON,
         # The experts' column shows where the benchmark has their verdicts (label-errors).
         "verdicts": any(

@@ -148,7 +148,7 @@ def test_a_defect_mark_is_an_adjudication_in_the_changelog(factory: sessionmaker
         version = queues.label_version(s, ids[0], "defect")
         queues.append_event(
             s, ids[0], "defect", rita, kind="adjudication", value="0", seen_version=version,
-            reason="not a defect", tags=[],
+            reason="not a defect", tags=[], allowed=[],
         )  # fmt: skip
     with factory() as s:
         assert selection.marked_defects(s, ids) == {ids[1]}

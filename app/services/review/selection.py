@@ -172,6 +172,7 @@ def mark_defects(
     if not reason.strip():
         raise InvalidInput("say why the items are defects", field="reason")
     ids = _selected(session, bench, instance_ids)
+    allowed = queues.benchmark_tags(session, bench)  # the tags a relabel may carry too
     already = marked_defects(session, ids)
     marked = 0
     for iid in ids:
@@ -181,7 +182,7 @@ def mark_defects(
         queues.append_event(
             session, iid, DEFECT_LABEL, principal,
             kind=ADJUDICATION, value=DEFECT_VALUE, seen_version=version, reason=reason,
-            tags=tags,
+            tags=tags, allowed=allowed,
         )  # fmt: skip
         marked += 1
     return marked
