@@ -160,7 +160,7 @@ def test_metrics_resolved_labels(client: TestClient, factory: sessionmaker[Sessi
 
 def page_items(page: str) -> list[tuple[str, str, str, str, str]]:
     """(href, external id, label, score, reason) of each disagreement row."""
-    table = re.search(r'<table class="grid disagreements">(.*?)</table>', page, re.S)
+    table = re.search(r'<table class="grid disagreements[^"]*">(.*?)</table>', page, re.S)
     assert table is not None
     # Columns found by their headings: the table also shows a text preview and slices.
     heads = [
