@@ -76,6 +76,32 @@ def empty_database_url(dialect: str, tmp_dir: Path) -> str:
     return _new_pg_database()
 
 
+def one_dialect_of(preferred: str) -> str:
+    """``preferred`` if this run tests that dialect, else the first one it does test."""
+    return preferred if preferred in DIALECTS else DIALECTS[0]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the other dialects' copies of a test marked ``one_dialect(name)``.
+
+    Such a test spends its time in a language model, not in the store: the store's part of it
+    is covered on every dialect by faster tests, so a second copy would only cost a minute.
+    """
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        mark = item.get_closest_marker("one_dialect")
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        wanted = one_dialect_of(str(mark.args[0])) if mark is not None else None
+        if wanted is not None and params.get("dialect", wanted) != wanted:
+            dropped.append(item)
+            continue
+        keep.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
 @pytest.fixture(scope="session", params=DIALECTS)
 def dialect(request: pytest.FixtureRequest) -> str:
     """Each database dialect the suite runs against."""

@@ -75,6 +75,7 @@ def user_env(settings: Settings, engine: Any, data_dir: Path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.one_dialect("sqlite")
 def test_judge_wait_makes_every_judgment_with_activations_and_flips(
     user_env: dict[str, str], settings: Settings, engine: Any, data_dir: Path
 ):
@@ -115,6 +116,7 @@ def test_judge_wait_makes_every_judgment_with_activations_and_flips(
     assert "smollm2/calibrated" in inst.text and SET in inst.text
 
 
+@pytest.mark.one_dialect("postgresql")
 def test_sigkill_mid_job_then_restart_finishes_every_unit_exactly_once(
     user_env: dict[str, str], engine: Any, data_dir: Path
 ):

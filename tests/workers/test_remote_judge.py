@@ -83,6 +83,7 @@ def smollm2(smollm2_dir: Path) -> LoadedModel:
 
 
 @pytest.mark.slow
+@pytest.mark.one_dialect("sqlite")
 def test_remote_judging_against_a_smollm2_server_matches_local_judging(
     settings: Settings, engine: Any, smollm2: LoadedModel, tmp_path: Path
 ):
