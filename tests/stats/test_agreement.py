@@ -18,6 +18,7 @@ from app.stats.agreement import (
     agreement_with_reference,
     bootstrap_alpha,
     bootstrap_kappa,
+    bootstrap_kappa_pairs,
     cohens_kappa,
     krippendorff_alpha_nominal,
 )
@@ -423,3 +424,22 @@ def test_bootstrap_edge_cases_and_validation() -> None:
         bootstrap_kappa(["a"], ["a"], resamples=-1)
     with pytest.raises(ValueError, match="seed"):
         bootstrap_kappa(["a"], ["a"], seed=-3)
+
+
+def test_kappa_pairs_equal_kappa_of_each_pair() -> None:
+    # Coded once for all pairs (a shared category set), each pair's figures are still its own.
+    rng = np.random.default_rng(4)
+    columns: list[list[str | None]] = [
+        [None if rng.random() < 0.2 else str(rng.integers(0, 3 + j % 2)) for _ in range(60)]
+        for j in range(5)
+    ]
+    groups = [f"g{i // 3}" for i in range(60)]
+    pairs = [(0, 1), (1, 4), (3, 2), (4, 0)]
+    got = bootstrap_kappa_pairs(columns, pairs, groups, resamples=120, seed=2)
+    want = [
+        bootstrap_kappa(columns[i], columns[j], groups, resamples=120, seed=2) for i, j in pairs
+    ]
+    assert got == want
+    assert all(g.value is not None and g.ci is not None for g in got)
+    with pytest.raises(ValueError, match="outside the 5 columns"):
+        bootstrap_kappa_pairs(columns, [(0, 5)])

@@ -4,10 +4,16 @@ Reads the standing votes (an author's latest vote, withdrawals dropped) of the q
 set, the same votes resolution counts. Adjudications are a reviewer's decision, not a rating,
 and stay out. Intervals resample whole instance groups (``Instance.group_key``): items that
 share a question are not independent evidence of agreement.
+
+The queue page asks on every visit; the figures are kept (in this process) per queue and per
+state of its votes, so only a new vote makes the next visit compute them again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections import OrderedDict
 from itertools import combinations
 from typing import Any
 
@@ -19,11 +25,22 @@ from app.stats.agreement import (
     AgreementEstimate,
     agreement_with_reference,
     bootstrap_alpha,
-    bootstrap_kappa,
+    bootstrap_kappa_pairs,
 )
 from app.tables import ReviewQueue
 
 __all__ = ["queue_agreement"]
+
+# Figures of recently viewed queues, by queue and digest of its votes: a vote changes the
+# digest, so a kept entry is never stale; the oldest are dropped past this many.
+_KEPT_MAX = 64
+_kept: OrderedDict[tuple[int, str], dict[str, Any]] = OrderedDict()
+
+
+def _digest(*parts: Any) -> str:
+    """A digest of the votes, groups and originals the figures are computed from."""
+    blob = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.blake2b(blob.encode(), digest_size=16).hexdigest()
 
 
 def _estimate(est: AgreementEstimate) -> dict[str, Any]:
@@ -79,24 +96,54 @@ def queue_agreement(
 
     """
     ids, groups, votes, originals = standing_votes(session, queue)
+    key = (queue.id, _digest(ids, groups, votes, originals, resamples, seed, queue.label_name))
+    kept = _kept.get(key)
+    if kept is not None:
+        _kept.move_to_end(key)
+        return {**kept, "queue": queue.name}
+    result = _compute(ids, groups, votes, originals, resamples=resamples, seed=seed)
+    result = {"queue": queue.name, "label": queue.label_name, **result}
+    _kept[key] = result
+    while len(_kept) > _KEPT_MAX:
+        _kept.popitem(last=False)
+    return result
+
+
+def _compute(
+    ids: list[int],
+    groups: list[str],
+    votes: dict[str, dict[int, str]],
+    originals: dict[int, str | None],
+    *,
+    resamples: int,
+    seed: int,
+) -> dict[str, Any]:
     annotators = sorted(votes)
     columns = {name: [votes[name].get(iid) for iid in ids] for name in annotators}
     reference = [originals[iid] for iid in ids]
     options: dict[str, Any] = {"resamples": resamples, "seed": seed}
 
+    # Every annotator pair and every annotator against the originals, each column coded once;
+    # the draws are shared too (the same seed and group count draw the same resamples).
+    m = len(annotators)
+    wanted = [*combinations(range(m), 2), *((i, m) for i in range(m))]
+    estimates = bootstrap_kappa_pairs(
+        [*(columns[name] for name in annotators), reference], wanted, groups, **options
+    )
     pairs = []
-    for a, b in combinations(annotators, 2):
-        est = _estimate(bootstrap_kappa(columns[a], columns[b], groups, **options))
-        pairs.append({"a": a, "b": b, "kappa": est.pop("value"), **est})
+    n_pairs = len(wanted) - m
+    for (i, j), estimate in zip(wanted[:n_pairs], estimates[:n_pairs], strict=True):
+        est = _estimate(estimate)
+        pairs.append({"a": annotators[i], "b": annotators[j], "kappa": est.pop("value"), **est})
 
     ratings = [[columns[name][i] for name in annotators] for i in range(len(ids))]
     alpha = _estimate(bootstrap_alpha(ratings, groups, **options))
 
     vs_original = []
-    for name in annotators:
+    for name, estimate in zip(annotators, estimates[n_pairs:], strict=True):
         counts = agreement_with_reference(columns[name], reference)
         # The bootstrap's point value is the same kappa; only its interval is added here.
-        est = _estimate(bootstrap_kappa(columns[name], reference, groups, **options))
+        est = _estimate(estimate)
         vs_original.append(
             {
                 "annotator": name,
@@ -108,8 +155,6 @@ def queue_agreement(
         )
 
     return {
-        "queue": queue.name,
-        "label": queue.label_name,
         "items": len(ids),
         "annotators": annotators,
         "resamples": resamples,
