@@ -147,7 +147,9 @@ def paired_difference(
     -------
     dict
         ``metric``, ``p1_value``, ``p2_value``, ``difference`` (``None`` if undefined),
-        ``difference_ci`` (``[low, high]`` or ``None``), ``p1_better_fraction`` (fraction of
+        ``difference_ci`` (``[low, high]`` or ``None``), ``difference_ci_reason`` (why it is
+        ``None`` although resamples were drawn: too few groups; else ``None``),
+        ``p1_better_fraction`` (fraction of
         valid resamples where p1 is strictly better: higher, or lower for Brier),
         ``higher_is_better``, ``valid_resamples``, ``resamples`` and ``level``.
 
@@ -242,6 +244,7 @@ def difference_rows(result: BootstrapResult, metrics: Sequence[str]) -> list[dic
                 "p2_value": result.estimate(metric, 1).value,
                 "difference": diff.estimate.value,
                 "difference_ci": diff.estimate.ci,
+                "difference_ci_reason": diff.estimate.reason,
                 "p1_better_fraction": diff.first_better,
                 "higher_is_better": REGISTRY[metric].higher_is_better,
                 "valid_resamples": diff.estimate.valid,

@@ -66,6 +66,9 @@ class PairedDifference(BaseModel):
     p2_value: float | None
     difference: float | None
     difference_ci: Interval
+    difference_ci_reason: str | None = Field(
+        default=None, description="Why difference_ci is null: too few groups for an interval."
+    )
     p1_better_fraction: float | None = Field(
         description="Share of valid resamples where the first detector is strictly better."
     )
@@ -92,6 +95,9 @@ class ConstantPredictor(BaseModel):
     n: int
     brier: float | None
     brier_ci: Interval
+    brier_ci_reason: str | None = Field(
+        default=None, description="Why brier_ci is null: too few groups for an interval."
+    )
 
 
 class Agreement(BaseModel):

@@ -162,3 +162,18 @@ def test_a_big_benchmark_is_linked_to_the_metrics_page_not_computed(
         # The metrics page takes it from there (a job for a benchmark this size).
         assert rita.get(url).status_code == 200
     assert calls == []
+
+
+def test_too_few_groups_are_said_not_shown_as_an_interval(
+    factory: sessionmaker[Session], settings: Settings, calls: list[str]
+) -> None:
+    # Issue 21 item 9 on the binary "before you accept": more groups asked for than the
+    # benchmark has, so each side's interval is withheld and the section says why.
+    f.seed_benchmarks(factory)
+    strict = settings.model_copy(update={"min_interval_groups": 100_000})
+    rita, rcsrf = _login(strict, "rita", "reviewer")
+    fragment = rita.get(f"/queues/{_queue(rita, rcsrf)}/comparison", headers=HX)
+    assert fragment.status_code == 200 and calls == [f.PAIRWISE]
+    section = _section(fragment.text)
+    assert "too few groups for an interval" in section
+    assert not re.search(r'<span class="ci">\[', section)

@@ -16,10 +16,12 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import transaction
 from app.ingest.judgebench import import_judgebench
+from app.ingest.mmlu_redux import import_mmlu_redux
 from app.services.evidence.benchmarks import bump_data_version
 from app.settings import Settings
 from app.stats import bootstrap
 from app.tables import Benchmark
+from tests.conftest import DATA
 from tests.ingest.test_helpers import O1_MINI, PAIRS_GPT4O, REWARD_OUTPUTS
 from tests.review.test_queue_agreement import build_queue
 from tests.support.auth_support import api_client
@@ -94,3 +96,23 @@ def test_metrics_page_and_api_say_too_few_groups(
         api = client.get("/api/benchmarks/judgebench/metrics", params=params).json()
     assert TOO_FEW not in page and re.search(r'<span class="ci">\[', page)
     assert api["rows"][0]["auroc_ci"] is not None and api["rows"][0].get("auroc_ci_reason") is None
+
+
+def test_paired_differences_say_too_few_groups(
+    settings: Settings, factory: sessionmaker[Session]
+) -> None:
+    # A choice benchmark's metrics page compares each model with the most accurate one on
+    # shared resamples: those differences are withheld too, with the reason.
+    with transaction(factory) as session:
+        import_mmlu_redux(session, [DATA / "mmlu-redux" / "astronomy.csv"], "astro")
+    strict = settings.model_copy(update={"min_interval_groups": 100_000})
+    params = {"resamples": "30"}
+    with api_client(strict) as client:
+        page = client.get("/benchmarks/astro/metrics", params=params).text
+        api = client.get("/api/benchmarks/astro/metrics", params=params).json()
+    differences = [m for pair in api["comparisons"] for m in pair["metrics"]]
+    assert differences and all(m["difference_ci"] is None for m in differences)
+    assert all(m["difference_ci_reason"].startswith(TOO_FEW) for m in differences)
+    table = page[page.index('<table class="grid comparisons">') :]
+    table = table[: table.index("</table>")]
+    assert TOO_FEW in table and '<span class="ci">[' not in table

@@ -214,7 +214,13 @@ class AnswerComparison:
                     {
                         "detector": d.detector,
                         **{
-                            side: [{"values": rows[0].values, "intervals": rows[0].intervals}]
+                            side: [
+                                {
+                                    "values": rows[0].values,
+                                    "intervals": rows[0].intervals,
+                                    "interval_reason": rows[0].interval_reason,
+                                }
+                            ]
                             for side, rows in (("original", d.original), ("resolved", d.resolved))
                         },
                     }

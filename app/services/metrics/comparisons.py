@@ -107,6 +107,7 @@ def _constant(data: MetricsData, probe: Detector) -> dict[str, Any] | None:
         "n": sample.n,
         "brier": estimate.value,
         "brier_ci": estimate.ci,
+        "brier_ci_reason": estimate.reason,
     }
 
 
