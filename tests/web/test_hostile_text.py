@@ -146,3 +146,36 @@ def test_good_text_still_passes(client: TestClient) -> None:
         f"/api/benchmarks/{PAIRWISE}/judge", json={"model": "no-such-model \\u0000 \U0001f600"}
     )
     assert "string_unstorable" not in got.text, got.text
+
+
+def test_the_label_errors_selection_and_column_choice_refuse_hostile_values(
+    client: TestClient, factory: sessionmaker[Session]
+) -> None:
+    # Issue 21 items 5 and 8 added forms and a parameter after the hostile-input walk: a huge
+    # id, a NUL or a percent-encoded NUL that only a second decoding would reveal, and an
+    # unknown column are refused or ignored, never a 500, and store nothing.
+    before = table_counts(factory)
+    base = f"/benchmarks/{PAIRWISE}/disagreements"
+    sends = [
+        (f"{base}/defects", {"item": str(10**30)}, 422),
+        (f"{base}/defects", {"item": "1", "reason": NUL}, 422),
+        (f"{base}/defects", {"item": "1", "tag": NUL}, 422),
+        (f"{base}/queue", {"item": "-1", "queue": "new", "queue_name": "q"}, 422),
+        (f"{base}/queue", {"item": "1", "queue": "9" * 40}, 422),
+        (f"{base}/queue", {"item": "1", "queue": "1", "list_query": NUL}, 422),
+    ]
+    for path, data, status in sends:
+        got = client.post(path, data=data, follow_redirects=False)
+        assert got.status_code == status, (path, data, got.status_code, got.text[:300])
+    assert table_counts(factory) == before
+    # A list query whose value decodes to a NUL goes back into a redirect, re-encoded.
+    got = client.post(
+        f"{base}/queue",
+        data={"item": "1", "queue": "new", "queue_name": "q", "label": "reference",
+              "list_query": "mode=%00&x=%ED%A0%80"},
+        follow_redirects=False,
+    )  # fmt: skip
+    assert got.status_code in (303, 422), got.text[:300]
+    for cols in (NUL, "%00", "no-such-column", "x" * 5000):
+        got = client.get(f"/benchmarks/{PAIRWISE}", params={"cols": cols})
+        assert got.status_code in (200, 422), (cols[:20], got.status_code, got.text[:300])
