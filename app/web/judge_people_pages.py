@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from fastapi import Query, Request
 from fastapi.responses import HTMLResponse
+from pydantic import BaseModel, Field
 
 from app.db import transaction
 from app.services.evidence.benchmarks import get_benchmark
@@ -23,6 +24,50 @@ from app.web.filters import Blank
 from app.web.params import DbCount, DbId
 from app.web.routers import json_router, page_router
 from app.web.templating import render
+
+
+class JudgeVsPeopleModel(BaseModel):
+    """One judge against the people's resolved labels."""
+
+    judge: str
+    n_items: int = Field(description="Pairs with both a verdict and a resolved label.")
+    n_agree: int
+    agreement: float | None
+    kappa: float | None = Field(description="Cohen's kappa over A, B, tie.")
+    kappa_ci: list[float] | None
+    kappa_reason: str | None
+    confusion: list[list[int]] = Field(
+        description="confusion[i][j]: pairs the judge gave values[i] and people values[j]."
+    )
+    auroc: float | None = Field(description="The judge's P(A is better): people's A vs B.")
+    auroc_ci: list[float] | None
+    auroc_reason: str | None
+    auroc_n: int
+
+
+class PeopleAgreementModel(BaseModel):
+    """Every judge against the people on one label set."""
+
+    label: str
+    k: int
+    items: int
+    resamples: int
+    seed: int
+    judges: list[JudgeVsPeopleModel]
+    values: list[str]
+    level: float
+
+
+class JudgesVsPeopleReport(BaseModel):
+    """The judges-against-people figures of a benchmark, or why there are none (``note``)."""
+
+    benchmark: str
+    labels: list[str] = Field(description="Label sets of pair verdicts that may be compared.")
+    label: str | None
+    k: int
+    note: str
+    result: PeopleAgreementModel | None
+
 
 router = page_router()
 api_router = json_router("judges")
@@ -74,6 +119,7 @@ def queue_judges_vs_people(
 
 @api_router.get(
     "/benchmarks/{name}/judges-vs-people",
+    response_model=JudgesVsPeopleReport,
     responses=invalid("`k` below 1", "`resamples` above 10,000"),
 )
 def api_judges_vs_people(
