@@ -214,3 +214,11 @@ def test_command_line(cli_store: object) -> None:
     items = {ext for ext, _ in votes}
     assert line.startswith(f"mtb: 1 file(s); instances +{len(items)} (0 present)")
     assert f"labels +{len(votes)} (0 present)" in line
+
+
+def test_the_upload_page_suggests_it_for_the_file() -> None:
+    from app.web.upload_preview import preview
+    from workers.jobs.import_upload import IMPORT
+
+    assert preview(HUMAN).importer == "mtbench-human"
+    assert "mtbench-human" in IMPORT
