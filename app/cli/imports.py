@@ -18,6 +18,7 @@ from app.ingest.judgebench import import_judgebench
 from app.ingest.lm_eval import import_lm_eval
 from app.ingest.mmlu_redux import import_mmlu_redux
 from app.ingest.mtbench import import_mtbench
+from app.ingest.mtbench_human import HUMAN_LABEL, import_mtbench_human
 from app.ingest.mtbench_judgments import import_mtbench_judgments
 from app.ingest.records import ImportSummary
 from app.ingest.statements import import_statements
@@ -230,6 +231,21 @@ def mtbench_judgments_command(
             single_benchmark=single_benchmark,
         )
     )
+
+
+@import_app.command("mtbench-human")
+def mtbench_human_command(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="Human judgment files (.jsonl, .json, .parquet) or folders of them."),
+    ],
+    benchmark: BenchmarkOption = None,
+    label: Annotated[
+        str, typer.Option("--label", help="The label set the annotators' votes are cast on.")
+    ] = HUMAN_LABEL,
+) -> None:
+    """MT-Bench human judgments (lmsys/mt_bench_human_judgments): one vote per annotator."""
+    _run(lambda s: [import_mtbench_human(s, paths, benchmark=benchmark or "mt-bench", label=label)])
 
 
 @import_app.command("arena-hard")

@@ -29,6 +29,7 @@ SIGNATURES: tuple[tuple[str, frozenset[str]], ...] = (
     ("arena-hard", frozenset({"question_id", "model", "games"})),
     ("mtbench-judgments", frozenset({"question_id", "model_1", "model_2", "g1_winner"})),
     ("mtbench-judgments", frozenset({"question_id", "model", "judge", "score"})),
+    ("mtbench-human", frozenset({"question_id", "model_a", "model_b", "winner", "judge"})),
     ("alpaca-eval", frozenset({"instruction", "generator_1", "generator_2", "preference"})),
     # A .json Inspect log is one object; its top-level keys are the preview's columns.
     ("inspect", frozenset({"version", "status", "eval", "samples"})),

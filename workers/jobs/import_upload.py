@@ -21,6 +21,7 @@ from app.ingest.inspect_logs import import_inspect_logs
 from app.ingest.judgebench import import_judgebench
 from app.ingest.lm_eval import import_lm_eval
 from app.ingest.mmlu_redux import import_mmlu_redux
+from app.ingest.mtbench_human import import_mtbench_human
 from app.ingest.mtbench_judgments import import_mtbench_judgments
 from app.ingest.progress import counting_reads
 from app.ingest.records import ImportSummary
@@ -66,6 +67,7 @@ IMPORT: dict[str, Importer] = {
     "alpaca-eval": lambda s, path, p: import_alpaca_eval(s, [path], benchmark=p.benchmark),
     "arena-hard": lambda s, path, p: import_arena_hard(s, [path], benchmark=p.benchmark),
     "mtbench-judgments": _mtbench_judgments,
+    "mtbench-human": lambda s, path, p: import_mtbench_human(s, [path], benchmark=p.benchmark),
     # The page names one benchmark: every task of the log goes there (one task per log).
     "inspect": lambda s, path, p: _as_one(import_inspect_logs(s, [path], benchmark=p.benchmark)),
     "helm": lambda s, path, p: _as_one(import_helm(s, [path], benchmark=p.benchmark)),

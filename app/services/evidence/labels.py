@@ -146,6 +146,25 @@ def label_names(session: Session, benchmark_id: int) -> list[str]:
     return list(session.scalars(q))
 
 
+def label_event_values(session: Session, benchmark_id: int, label_name: str) -> list[str]:
+    """The non-null values any event of ``label_name`` holds in a benchmark, votes included.
+
+    A label set people voted on but nobody imported has values only here (its facet, which
+    counts current originals, has none).
+    """
+    q = (
+        select(LabelEvent.value)
+        .join(Instance, Instance.id == LabelEvent.instance_id)
+        .where(
+            Instance.benchmark_id == benchmark_id,
+            LabelEvent.label_name == label_name,
+            LabelEvent.value.is_not(None),
+        )
+        .distinct()
+    )
+    return sorted(session.scalars(q))
+
+
 def append_label(
     session: Session,
     instance_id: int,

@@ -27,6 +27,7 @@ IMPORTERS: dict[str, str] = {
     "alpaca-eval": "AlpacaEval annotations.json (one presentation order per item)",
     "arena-hard": "Arena-Hard-Auto judgments (games[0] and games[1] as both orders)",
     "mtbench-judgments": "FastChat MT-Bench judgments (*_pair.jsonl, *_single.jsonl)",
+    "mtbench-human": "MT-Bench human judgments: one vote per annotator on label set human",
     "inspect": "Inspect AI log (.eval or .json): one benchmark per task, one detector per model",
     "helm": "HELM multiple-choice run folder (a zip of it, or its scenario_state.json)",
     "lm-eval": "lm-evaluation-harness samples_<task>_<time>.jsonl (--log_samples output)",

@@ -1,41 +1,44 @@
-"""Where a review queue's items come from: an instance-table filter or a disagreement list.
+"""Where a review queue's items come from: the registry of sources, and the page-backed ones.
 
-Both are given as the query string of the dashboard page that shows them, so "review these"
-on a page builds a queue of the rows that page lists (disagreements in rank order, filtered
-instances in external-id order): the first of them, as many as the queue's size says. The
-new-queue form shows how many items the source lists beside the size (issue 21 item 3).
+An instance-table filter and a disagreement list are given as the query string of the dashboard
+page that shows them, so "review these" on a page builds a queue of the rows that page lists
+(disagreements in rank order, filtered instances in external-id order): the first of them, as
+many as the queue's size says. The judges' sources (:mod:`app.services.review.judge_sources`)
+take a query of their own. The new-queue form shows how many items the source lists beside the
+size (issue 21 item 3).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
 from app.services.disagreements.disagreement_query import parse_disagreement_query
 from app.services.disagreements.lists import find_disagreements
 from app.services.evidence.labels import benchmark_label
-from app.services.table.facets import benchmark_facets
+from app.services.review.judge_sources import JUDGE_SOURCES
+from app.services.review.source_items import QueueSource, SourceItems, filtered_items
 from app.services.table.filter_query import parse_filter_query, parse_query
-from app.services.table.instance_filter import filter_conditions, resolve_filter
-from app.tables import Benchmark, Instance
+from app.tables import Benchmark
 
-SOURCES = ("filter", "disagreements")
+__all__ = [
+    "DEFAULT_SIZE",
+    "MAX_SIZE",
+    "SOURCES",
+    "QueueSource",
+    "SourceItems",
+    "check_size",
+    "check_source",
+    "disagreement_ids",
+    "member_ids",
+    "source_items",
+]
+
 DEFAULT_SIZE = 200
 """Items a new queue takes when its form does not say (the form's size field starts here)."""
 MAX_SIZE = 10_000
 """The most items one queue takes: a reviewer's queue page lists every item of it, and each
 request folds every item's votes (progress), so a bigger queue makes every page of it slow."""
-
-
-@dataclass(frozen=True)
-class SourceItems:
-    """What a source lists: ``matching`` items, of which a queue of that size takes ``ids``."""
-
-    matching: int
-    ids: list[int]
 
 
 def check_source(source: str) -> str:
@@ -64,9 +67,7 @@ def source_items(
 
     """
     check_size(size)
-    if check_source(source) == "filter":
-        return _filtered(session, bench, query, size)
-    return _disagreements(session, bench, query, size)[0]
+    return SOURCES[check_source(source)].items(session, bench, query, size)
 
 
 def member_ids(
@@ -85,12 +86,7 @@ def _filtered(session: Session, bench: Benchmark, query: str, size: int) -> Sour
         flt = parse_filter_query(query)
     except InvalidInput as exc:
         raise InvalidInput(f"filter: {exc.message}", field="query") from None
-    facets = benchmark_facets(session, bench)
-    dialect = session.get_bind().dialect.name
-    conds = filter_conditions(facets, resolve_filter(facets, flt), dialect, counting=True)
-    matching = session.scalar(select(func.count()).select_from(Instance).where(*conds))
-    q = select(Instance.id).where(*conds).order_by(Instance.external_id).limit(size)
-    return SourceItems(int(matching or 0), list(session.scalars(q)))
+    return filtered_items(session, bench, flt, size)
 
 
 def disagreement_ids(
@@ -120,3 +116,28 @@ def _disagreements(
         raise InvalidInput(f"disagreements: {exc.message}", field="query") from None
     matching = found.total if cap is None else min(cap, found.total)
     return SourceItems(matching, [item.instance_id for item in found.items]), label
+
+
+def _disagreement_items(session: Session, bench: Benchmark, query: str, size: int) -> SourceItems:
+    return _disagreements(session, bench, query, size)[0]
+
+
+SOURCES: dict[str, QueueSource] = {
+    s.name: s
+    for s in (
+        QueueSource(
+            "disagreements",
+            "a disagreement list (query of the disagreements page)",
+            "detector=...&min_confidence=0.9",
+            _disagreement_items,
+        ),
+        QueueSource(
+            "filter",
+            "an instance filter (query of the benchmark table)",
+            "label=reference:A&slice=...",
+            _filtered,
+        ),
+        *JUDGE_SOURCES,
+    )
+}
+"""Every kind of queue source by name, in the new-queue form's order."""

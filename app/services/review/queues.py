@@ -21,7 +21,7 @@ from app.errors import Conflict, InvalidInput, NotFound
 from app.services.accounts.users import Principal
 from app.services.evidence.answer_matrix import ANSWER_LABEL
 from app.services.evidence.benchmarks import bump_data_version
-from app.services.evidence.labels import label_names
+from app.services.evidence.labels import label_event_values, label_names
 from app.services.evidence.outcomes import UNANSWERABLE, is_unanswerable
 from app.services.evidence.resolution import ADJUDICATION, VOTE, Resolution, fold, latest_events
 from app.services.table.facets import benchmark_facets
@@ -234,12 +234,15 @@ def default_choices(session: Session, benchmark: Benchmark, label_name: str) -> 
 
     On choice benchmarks' ``reference``: the option letters, then the :data:`UNANSWERABLE`
     outcomes; on answer benchmarks' ``reference``: the outcomes (a corrected answer is typed).
-    Otherwise the label set's current values.
+    Otherwise the label set's current values, or, for a label set people voted on but that
+    has no original (imported human judgments), the values of its votes.
     """
     if label_name == ANSWER_LABEL and benchmark.kind == BenchmarkKind.answer:
         return list(UNANSWERABLE)
     facet = benchmark_facets(session, benchmark).label_set(label_name)
     values = [v.value for v in facet.values if v.value is not None] if facet else []
+    if not values:
+        values = label_event_values(session, benchmark.id, label_name)
     if label_name == ANSWER_LABEL and benchmark.kind == BenchmarkKind.choice:
         letters = [v for v in values if not is_unanswerable(v)]
         return [*sorted(letters), *UNANSWERABLE]

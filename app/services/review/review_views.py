@@ -36,7 +36,13 @@ from app.services.metrics.metrics_query import MetricsQuery
 from app.services.metrics.rankers import RANKERS
 from app.services.review import queues
 from app.services.review.queue_agreement import queue_agreement
-from app.services.review.queue_sources import DEFAULT_SIZE, check_source, source_items
+from app.services.review.queue_sources import (
+    DEFAULT_SIZE,
+    SOURCES,
+    QueueSource,
+    check_source,
+    source_items,
+)
 from app.services.table.facets import benchmark_facets, version_key
 from app.services.table.instance_answers import ItemAnswers, item_answers
 from app.services.table.instances import other_fields, text_fields
@@ -545,6 +551,8 @@ class QueueForm:
     # The benchmark kind's default defect tags (the form's tag list starts with them).
     tags: list[str]
     preview: QueuePreview
+    # Every kind of source, in the form's order (the registry's).
+    sources: list[QueueSource] = field(default_factory=lambda: list(SOURCES.values()))
 
 
 def queue_benchmarks(session: Session) -> list[str]:
