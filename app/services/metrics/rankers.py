@@ -399,8 +399,9 @@ def store_rankers(session: Session, inputs: RankInputs, result: RankResult) -> d
             {"created_at": now},
         )
         summary[name] = {"scores": len(rows), **result.quality[name]}
-    default = default_ranker(result)
     before = (bench.details or {}).get(DETAILS_KEY) or {}
+    # A run of some rankers only (a queue's re-ranking) keeps the default and the others.
+    default = default_ranker(result) or before.get("default")
     fitted = inputs.fitted.get("combined")
     # A run without the combiner keeps the one fitted before (another benchmark may apply it).
     kept = fitted if "combined" in result.scores else before.get("combiner")
@@ -408,7 +409,7 @@ def store_rankers(session: Session, inputs: RankInputs, result: RankResult) -> d
         "default": default,
         "rule": DEFAULT_RULE,
         "train_label": inputs.train_label,
-        "quality": {n: summary[n] for n in summary},
+        "quality": {**(before.get("quality") or {}), **summary},
     }
     if kept:
         record["combiner"] = kept

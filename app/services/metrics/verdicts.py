@@ -23,14 +23,15 @@ from app.services.evidence.labels import REVIEW_SOURCES, current_label_subquery
 from app.services.evidence.resolution import Resolution, fold, latest_events
 from app.tables import Instance, LabelEvent
 
-__all__ = ["REVIEW_K", "review_verdicts", "verdict_vector"]
+__all__ = ["REVIEW_K", "review_verdicts", "verdict_of", "verdict_vector"]
 
 REVIEW_K = 2
 """Agreeing votes that make a verdict without an adjudication."""
 _BINARY = {"1": 1, "0": 0}
 
 
-def _verdict(label: str, train_label: str, res: Resolution) -> int | None:
+def verdict_of(label: str, train_label: str, res: Resolution) -> int | None:
+    """1 (label wrong), 0 (label fine) or None (no verdict) from one resolved review."""
     if res.rule == "original" or res.resolved is None:
         return None
     if label == train_label:
@@ -59,7 +60,7 @@ def review_verdicts(session: Session, benchmark_id: int, train_label: str) -> di
     for (iid, label), (_ext, res) in fold(
         latest_events(session, reviewed, labels), REVIEW_K
     ).items():
-        verdict = _verdict(label, train_label, res)
+        verdict = verdict_of(label, train_label, res)
         if verdict is not None:
             found[(iid, label)] = verdict
     out = {iid: v for (iid, label), v in found.items() if label == ANSWER_LABEL}
