@@ -95,7 +95,7 @@ def main() -> None:
         json.dumps(
             {
                 "subjects": len(subjects),
-                "items": int(len(m.instance_ids)),
+                "items": len(m.instance_ids),
                 "withheld_subjects": withheld,
                 "train_items": int((~test).sum()),
                 "test_items": int(test.sum()),
