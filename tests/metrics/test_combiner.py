@@ -6,6 +6,7 @@ verdicts); the numbers are checked against numpy and scikit-learn computed here.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -15,12 +16,15 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.preprocessing import StandardScaler
 from sqlalchemy import delete, select
+from typer.testing import CliRunner
 
+from app.cli import cli
 from app.db import transaction
 from app.errors import InvalidInput
 from app.ingest.mmlu_redux import import_mmlu_redux
 from app.services.accounts.users import Principal
 from app.services.evidence.benchmarks import get_benchmark
+from app.services.jobs import queue as job_queue
 from app.services.jobs.kind import enqueue
 from app.services.jobs.rank_errors import RankErrorsParams
 from app.services.metrics.rankers import DEFAULT_RULE, rank_inputs
@@ -33,7 +37,7 @@ from app.stats.probes import lambda_to_c
 from app.store import Store
 from app.tables import Detector, Instance, LabelEvent, Role, Score
 from tests.metrics.test_rankers import MMLU, _csv_matrix
-from tests.support.job_support import run_job, store_on
+from tests.support.job_support import run_job, run_queue, store_on
 
 
 def test_features_equal_a_direct_count() -> None:
@@ -136,7 +140,9 @@ def _scores(s: Any, bench: str, detector: str) -> dict[int, float]:
     return {int(i): float(v) for i, v in s.execute(q).all()}
 
 
-def test_train_on_some_subjects_score_every_item_and_apply_frozen(store: Store) -> None:
+def test_train_on_some_subjects_score_every_item_and_apply_frozen(
+    store: Store, cli_store: Settings
+) -> None:
     with transaction(store.factory) as s:
         import_mmlu_redux(s, [MMLU / f"{n}.csv" for n in SOURCE], "src")
         import_mmlu_redux(s, [MMLU / f"{n}.csv" for n in TARGET], "dst")
@@ -172,8 +178,23 @@ def test_train_on_some_subjects_score_every_item_and_apply_frozen(store: Store) 
     with transaction(store.factory) as s, pytest.raises(InvalidInput, match="no frozen combiner"):
         enqueue(s, RankErrorsParams("src", apply_from="dst"))
     # The frozen combiner ranks the other benchmark, which has no verdict of its own.
-    applied = run_job(store, "rank_errors", {"benchmark": "dst", "apply_from": "src"})
+    runner = CliRunner()
+    queued = runner.invoke(cli, ["rank-errors", "dst", "--apply-from", "src"])
+    assert queued.exit_code == 0, queued.output
+    assert run_queue(store) == 1
+    with transaction(store.factory) as s:
+        (applied_job,) = [j for j in job_queue.list_jobs(s) if j.params.get("apply_from")]
+        applied = applied_job.result or {}
     assert applied["combiner"]["applied"] and applied["combiner"]["fingerprint"] == print_
+    # The list of the frozen combiner's scores holds every item, none with a verdict.
+    listed = runner.invoke(
+        cli,
+        ["disagreements", "dst", "-d", "ranker:combined", "--mode", "label-errors",
+         "--limit", "1000", "--json"],
+    )  # fmt: skip
+    assert listed.exit_code == 0, listed.output
+    found = json.loads(listed.stdout)
+    assert found["total"] == 100 and len(found["items"]) == 100
     with transaction(store.factory) as s:
         scores = _scores(s, "dst", "ranker:combined")
         inputs = rank_inputs(s, "dst")
