@@ -21,7 +21,12 @@ from sqlalchemy import delete, select
 from app import migrate
 from app.db import make_engine, session_factory, transaction
 from app.ingest.mmlu_redux import import_mmlu_redux
-from app.services.metrics.rankers import compute_rankers, rank_inputs, store_rankers
+from app.services.metrics.rankers import (
+    DEFAULT_RULE,
+    compute_rankers,
+    rank_inputs,
+    store_rankers,
+)
 from app.services.review import queues
 from app.settings import Settings
 from app.stats.proportions import wilson_interval
@@ -142,4 +147,12 @@ def test_a_reviewer_drives_an_active_queue(browser: Any, served: Any) -> None:
     # The on-demand button queues one more re-ranking.
     submit_form(page, "queue-rerank")
     assert run_queue(store) == 1
+    # The metrics page says which ranker is the default, by which rule, and what the
+    # combiner learnt from.
+    page.goto(f"{url}/benchmarks/{BENCH}/metrics")
+    said = page.locator("#default-ranker")
+    expect(said).to_contain_text(
+        f"Default label-error ranker: consensus, chosen by a {DEFAULT_RULE}"
+    )
+    expect(said).to_contain_text(f"trained on {BENCH}: 30 verdicts ({sum(given)} defects)")
     assert problems == []

@@ -37,6 +37,7 @@ __all__ = [
     "default_ranker",
     "frozen_combiner",
     "rank_inputs",
+    "ranker_summary",
     "store_rankers",
 ]
 
@@ -364,6 +365,23 @@ def default_ranker(result: RankResult) -> str | None:
     the learned combiner did not beat it (``benchmarks/combiner_transfer.py``).
     """
     return "consensus" if "consensus" in result.scores else None
+
+
+def ranker_summary(session: Session, benchmark: str) -> dict[str, Any] | None:
+    """The benchmark's default ranker, the rule that chose it and its combiner's fingerprint.
+
+    None before the benchmark's errors were ranked.
+    """
+    stored = (get_benchmark(session, benchmark).details or {}).get(DETAILS_KEY)
+    if not stored:
+        return None
+    combined = stored.get("combiner") or {}
+    return {
+        "default": stored.get("default"),
+        "rule": stored.get("rule") or "the best AUPRC on the training verdicts (before rules)",
+        "fingerprint": combined.get("fingerprint"),
+        "applied": bool(combined.get("applied")),
+    }
 
 
 def store_rankers(session: Session, inputs: RankInputs, result: RankResult) -> dict[str, Any]:
