@@ -477,6 +477,13 @@ class ReviewQueue(Base):
     instructions: Mapped[str] = mapped_column(Text, default="")
     created_by: Mapped[str] = mapped_column(String(100), default="")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+    # Active review: the label-error ranker that orders the unreviewed items (None: the
+    # source's order), re-ranked by a job after every ``rerank_every`` newly reviewed items
+    # (0: on demand only); ``ranking`` is the last re-ranking's state (reviewed count then,
+    # verdicts trained on, estimated defects left).
+    ranker: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    rerank_every: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    ranking: Mapped[dict[str, Any] | None] = mapped_column(JsonType, nullable=True)
 
 
 class QueueItem(Base):

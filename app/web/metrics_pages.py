@@ -16,6 +16,7 @@ from fastapi import Depends, Query, Request
 from markupsafe import Markup
 from starlette.responses import HTMLResponse
 
+from app.db import transaction
 from app.services.evidence.labelled_items import LABEL_MODES, MISSING_SLICE, LabelMode
 from app.services.jobs import queue as job_queue
 from app.services.jobs.metrics_view import metrics_view
@@ -24,6 +25,7 @@ from app.services.metrics.answer_metrics import ANSWERS_REPORT
 from app.services.metrics.metric_matrix import MACRO, MATRIX_METRICS
 from app.services.metrics.metric_results import MetricsResult
 from app.services.metrics.metrics_query import MetricsQuery
+from app.services.metrics.rankers import ranker_summary
 from app.services.table.facets import BenchmarkFacets
 from app.services.table.instance_filter import FlipState, InstanceFilter, SliceCondition
 from app.stats.registry import ANSWER_METRICS, Metric, Need
@@ -256,7 +258,10 @@ def metrics_page(
     url = request.url
     report = None if result is None else result.report
     matrix, pivot = _matrix(name, report) if report is not None else ([], None)
+    with transaction(store.factory) as session:
+        rankers = ranker_summary(session, name)
     context = {
+        "rankers": rankers,
         "name": name,
         "facets": facets,
         "report": report,

@@ -21,7 +21,8 @@ from app.services.accounts.users import Principal
 from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.comments import MAX_COMMENT
 from app.services.evidence.resolution import ADJUDICATION, VOTE
-from app.services.review import queues, review_views
+from app.services.metrics.rankers import RANKERS
+from app.services.review import active_review, queues, review_views
 from app.services.review.queue_sources import DEFAULT_SIZE, MAX_SIZE
 from app.services.review.review_actions import (
     NewQueue,
@@ -175,8 +176,42 @@ def queue_page(
     """A queue: settings, progress per person and, for reviewers, every item's state."""
     with transaction(store.factory) as session:
         page = review_views.queue_page(session, queue_id, principal)
+        active = (
+            active_review.active_review(session, page.queue)
+            if principal.can(Role.reviewer)
+            else None
+        )
     # The template names the page's fields (queue, bench, progress, items, agreement, ...).
-    return render(request, "queue.html", vars(page))
+    context = {**vars(page), "active": active, "rankers": list(RANKERS)}
+    return render(request, "queue.html", context)
+
+
+@router.post("/queues/{queue_id}/ranking", dependencies=[RequireReviewer])
+def set_ranking(
+    request: Request,
+    queue_id: DbId,
+    store: StoreDep,
+    ranker: Annotated[str, Form()] = "",
+    rerank_every: Annotated[int, Form()] = 0,
+) -> Response:
+    """Order the queue by a ranker (re-ranked after every N reviewed items), or by its source."""
+    with transaction(store.write_factory) as session:
+        queue = queues.get_queue(session, queue_id)
+        active_review.set_ranking(session, queue, ranker, rerank_every)
+        if queue.ranker:
+            active_review.enqueue_if_due(session, queue, force=True)
+    return redirect_after_post(request, f"/queues/{queue_id}")
+
+
+@router.post("/queues/{queue_id}/rerank", dependencies=[RequireReviewer])
+def rerank_now(request: Request, queue_id: DbId, store: StoreDep) -> Response:
+    """Queue a re-ranking of the queue's unreviewed items now."""
+    with transaction(store.write_factory) as session:
+        queue = queues.get_queue(session, queue_id)
+        if not queue.ranker:
+            raise InvalidInput(f"queue {queue.name!r} is not ordered by a ranker", field="ranker")
+        active_review.enqueue_if_due(session, queue, force=True)
+    return redirect_after_post(request, f"/queues/{queue_id}")
 
 
 @router.get("/queues/{queue_id}/comparison", response_class=HTMLResponse)
@@ -309,6 +344,8 @@ def _record(
             reason=form.reason,
             tags=form.tags,
         )
+        # An active queue re-ranks after every N reviewed items (a job; the write stays short).
+        active_review.enqueue_if_due(session, queue)
         return event.id
 
 

@@ -164,8 +164,8 @@ def test_rank_errors_job_on_mmlu_redux(store: Store) -> None:
         assert result["rankers"][name]["auprc"] == pytest.approx(
             average_precision_score(defects, s), abs=1e-9
         )
-    best = max(result["rankers"], key=lambda n: result["rankers"][n]["auprc"])
-    assert result["default"] == details["default"] == best
+    # The default is a fixed rule, not the best AUPRC on these very verdicts.
+    assert result["default"] == details["default"] == "consensus"
     # A rerun replaces the scores: still one per (ranker, item).
     with transaction(store.factory) as s:
         enqueue(s, RankErrorsParams("mmlu", ["consensus"]))

@@ -51,6 +51,13 @@ def rank_errors(
         str,
         typer.Option("--train-label", help="Expert verdicts (1 = wrong label) for the combiner."),
     ] = DEFAULT_TRAIN_LABEL,
+    apply_from: Annotated[
+        str | None,
+        typer.Option(
+            "--apply-from",
+            help="Score with the combiner frozen on this benchmark (no fitting, no verdicts).",
+        ),
+    ] = None,
     wait: WaitOption = False,
     device: DeviceOption = "auto",
     *,

@@ -14,7 +14,11 @@ def run_rank_errors(ctx: JobContext) -> dict[str, Any]:
     """Handler of ``rank_errors`` jobs: one short read, the ranking, one short write."""
     params = RankErrorsParams.from_dict(ctx.params)
     ctx.progress(0, 3)
-    inputs = ctx.read(lambda s: rank_inputs(s, params.benchmark, train_label=params.train_label))
+    inputs = ctx.read(
+        lambda s: rank_inputs(
+            s, params.benchmark, train_label=params.train_label, apply_from=params.apply_from
+        )
+    )
     ctx.progress(1, 3)
     result = compute_rankers(inputs, params.rankers or None)
     ctx.progress(2, 3)

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from app.errors import InvalidInput
 from app.services.evidence.benchmarks import get_benchmark
 from app.services.jobs.kind import JobLink, JobParams, job_kind
-from app.services.metrics.rankers import DEFAULT_TRAIN_LABEL, RANKERS
+from app.services.metrics.rankers import DEFAULT_TRAIN_LABEL, RANKERS, frozen_combiner
 
 
 @job_kind
@@ -23,7 +23,9 @@ from app.services.metrics.rankers import DEFAULT_TRAIN_LABEL, RANKERS
 class RankErrorsParams(JobParams):
     """Which benchmark, which rankers (none: every one that applies), and the training verdicts.
 
-    ``train_label`` names the 0/1 expert verdicts (1 = wrong label) the combiner learns from.
+    ``train_label`` names the 0/1 expert verdicts (1 = wrong label) the combiner learns from,
+    besides the resolved outcomes of review; ``apply_from`` names a benchmark whose frozen
+    combiner scores this one instead (nothing is fitted).
     """
 
     kind = "rank_errors"
@@ -32,6 +34,7 @@ class RankErrorsParams(JobParams):
     benchmark: str
     rankers: list[str] = field(default_factory=list)
     train_label: str = DEFAULT_TRAIN_LABEL
+    apply_from: str | None = None
 
     def validate(self) -> None:
         """Known ranker names, each once; a training label set named."""
@@ -45,8 +48,10 @@ class RankErrorsParams(JobParams):
             raise InvalidInput("names the label set of expert verdicts", field="train_label")
 
     def check(self, session: Session) -> None:
-        """A benchmark whose kind some ranker ranks (choice or answer items)."""
+        """A benchmark whose kind some ranker ranks; ``apply_from`` with a frozen combiner."""
         bench = get_benchmark(session, self.benchmark)
+        if self.apply_from:
+            frozen_combiner(session, self.apply_from)
         kinds = {kind for r in RANKERS.values() for kind in r.kinds}
         if bench.kind not in kinds:
             raise InvalidInput(
@@ -58,6 +63,11 @@ class RankErrorsParams(JobParams):
     def describe(self) -> str:
         """E.g. "Rank label errors of mmlu-redux (every ranker; combiner trained on defect)"."""
         which = ", ".join(self.rankers) if self.rankers else "every ranker"
+        if self.apply_from:
+            return (
+                f"Rank label errors of {self.benchmark} ({which}; the combiner frozen on "
+                f"{self.apply_from})"
+            )
         return f"Rank label errors of {self.benchmark} ({which}; trained on {self.train_label})"
 
     def links(self, result: Mapping[str, Any]) -> list[JobLink]:

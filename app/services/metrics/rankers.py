@@ -21,20 +21,23 @@ from app.errors import InvalidInput
 from app.services.evidence.answer_matrix import AnswerMatrix, load_answers
 from app.services.evidence.benchmarks import bump_data_version, get_benchmark
 from app.services.evidence.detectors import RANKER_KIND, RANKER_PREFIX, ensure_detector
-from app.services.evidence.labels import current_label_subquery
+from app.services.metrics.verdicts import verdict_vector
 from app.sql.bulk import bulk_insert
-from app.stats import label_errors
+from app.stats import combiner, label_errors
 from app.stats.metrics import auprc, auroc
 from app.tables import Benchmark, Instance, Score, utcnow
 
 __all__ = [
+    "DEFAULT_RULE",
     "RANKERS",
     "RANKER_PREFIX",
     "RankInputs",
     "Ranker",
     "compute_rankers",
     "default_ranker",
+    "frozen_combiner",
     "rank_inputs",
+    "ranker_summary",
     "store_rankers",
 ]
 
@@ -48,7 +51,11 @@ class RankInputs:
 
     ``voters`` are the answer columns that count as votes (every model but the local one);
     ``local`` is the column of the first model (by name) with option probabilities, if any;
-    ``train`` holds the 0/1 expert verdicts (NaN where absent) the combiner learns from.
+    ``train`` holds the 0/1 verdicts (NaN where absent) the combiner learns from: resolved
+    review where an item was reviewed, else the expert label set ``train_label``
+    (:mod:`app.services.metrics.verdicts`). ``frozen`` is a frozen combiner to apply instead
+    of fitting one (``--apply-from``); ``fitted`` is where the combiner leaves what it learnt
+    or applied (its artifact and fingerprint), for :func:`store_rankers` to keep.
     """
 
     matrix: AnswerMatrix
@@ -56,6 +63,8 @@ class RankInputs:
     local: int | None
     train_label: str
     train: NDArray[np.float64]
+    frozen: dict[str, Any] | None = None
+    fitted: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -134,34 +143,52 @@ def _cleanlab_local(inputs: RankInputs, _: dict[str, NDArray[np.float64]]) -> ND
 def _combined(
     inputs: RankInputs, done: dict[str, NDArray[np.float64]]
 ) -> NDArray[np.float64] | None:
+    """The learned combiner: out-of-fold on verdict items, the refit on every other item.
+
+    With ``inputs.frozen`` it applies that combiner and fits nothing.
+    """
     answers, labels, ok, k = _choice_inputs(inputs)
-    local = None
-    if inputs.local is not None:
-        probs, have = _local_probs(inputs)
-        # A feature must exist for every trained item; a partial local run is left out.
-        if have[ok].all():
-            local = probs[ok]
-    features = label_errors.ranker_features(
+    m = inputs.matrix
+    # Every ranker computed before this one is a feature, except those that learn from the
+    # verdicts themselves (their scores on the training items would carry the verdicts).
+    features = combiner.combiner_features(
         answers[ok],
         labels[ok],
         k,
-        weighted=done["weighted-consensus"][ok],
-        cleanlab=done["cleanlab"][ok],
-        local_probs=local,
+        models=[m.models[j] for j in inputs.voters],
+        groups=np.asarray(m.groups, dtype=object)[ok],
+        scores={n: s[ok] for n, s in done.items() if not RANKERS[n].needs_training},
     )
+    if inputs.frozen is not None:
+        frozen = combiner.Combiner.from_dict(inputs.frozen["combiner"])
+        inputs.fitted["combined"] = {**inputs.frozen, "applied": True}
+        return _scatter(ok, frozen.predict(features))
     train = inputs.train[ok]
     trained = ~np.isnan(train)
     if trained.sum() == 0 or len(set(train[trained].tolist())) < 2:
         return None
-    groups = np.asarray(inputs.matrix.groups, dtype=object)[ok]
+    groups = np.asarray(m.groups, dtype=object)[ok]
     rows = label_errors.RankerFeatures(features.names, features.values[trained])
     try:
-        result = label_errors.combine_rankers(rows, train[trained].astype(int), groups[trained])
+        fit = combiner.fit_combiner(rows, train[trained].astype(int), groups[trained])
     except ValueError as exc:
-        # Too few groups (subjects) for grouped folds, or a class confined to one group.
+        # A class confined to one fold's training part even with items as groups.
         raise InvalidInput(f"cannot cross-validate on {inputs.train_label!r}: {exc}") from None
-    scores = np.full(ok.sum(), np.nan)
-    scores[trained] = result.oof
+    scores = fit.combiner.predict(features)
+    scores[trained] = fit.oof
+    ids = m.instance_ids[ok][trained]
+    inputs.fitted["combined"] = {
+        "combiner": fit.combiner.to_dict(),
+        "fingerprint": combiner.fingerprint(
+            m.benchmark.name,
+            inputs.train_label,
+            ids,
+            train[trained].astype(int),
+            fit.combiner.names,
+        ),
+        "folds": fit.folds,
+        "applied": False,
+    }
     return _scatter(ok, scores)
 
 
@@ -189,7 +216,8 @@ RANKERS: dict[str, Ranker] = {
         ),
         Ranker(
             "combined",
-            "logistic regression over ranker features, out-of-fold (grouped CV)",
+            "logistic regression over every ranker, the votes, which models disagree and "
+            "slice statistics: out-of-fold on verdict items (grouped CV), refit on the rest",
             ("choice",),
             _combined,
             needs_training=True,
@@ -200,14 +228,21 @@ RANKERS: dict[str, Ranker] = {
 
 
 def rank_inputs(
-    session: Session, benchmark: str, *, train_label: str = DEFAULT_TRAIN_LABEL
+    session: Session,
+    benchmark: str,
+    *,
+    train_label: str = DEFAULT_TRAIN_LABEL,
+    apply_from: str | None = None,
 ) -> RankInputs:
     """Read what the rankers need (one short read).
+
+    ``apply_from`` names a benchmark whose frozen combiner scores this one (nothing is fit).
 
     Raises
     ------
     InvalidInput
-        If the benchmark has no answers, or its label set ``reference`` has no value.
+        If the benchmark has no answers, its label set ``reference`` has no value, or
+        ``apply_from`` has no frozen combiner.
 
     """
     bench = get_benchmark(session, benchmark)
@@ -221,20 +256,32 @@ def rank_inputs(
     # those with probabilities too (an lm-eval import gives every model probabilities, and
     # leaving them out would leave no voters at all).
     voters = [j for j in range(len(matrix.models)) if j not in local[:1]]
-    verdicts = dict(
-        session.execute(
-            select(Instance.id, current_label_subquery(train_label)).where(
-                Instance.benchmark_id == bench.id
-            )
-        ).all()
-    )
-    train = np.array([_binary(verdicts.get(int(i))) for i in matrix.instance_ids], dtype=np.float64)
+    frozen = frozen_combiner(session, apply_from) if apply_from else None
+    train, _errata = verdict_vector(session, bench.id, matrix.instance_ids, train_label)
     session.expunge(bench)
-    return RankInputs(matrix, voters, local[0] if local else None, train_label, train)
+    return RankInputs(
+        matrix, voters, local[0] if local else None, train_label, train, frozen=frozen
+    )
 
 
-def _binary(value: str | None) -> float:
-    return {"1": 1.0, "0": 0.0}.get(value or "", np.nan)
+def frozen_combiner(session: Session, benchmark: str) -> dict[str, Any]:
+    """The frozen combiner stored with ``benchmark``'s rankers (artifact and fingerprint).
+
+    Raises
+    ------
+    InvalidInput
+        If the benchmark's combiner was never fitted.
+
+    """
+    bench = get_benchmark(session, benchmark)
+    stored = ((bench.details or {}).get(DETAILS_KEY) or {}).get("combiner")
+    if not stored or "combiner" not in stored:
+        raise InvalidInput(
+            f"benchmark {bench.name!r} has no frozen combiner: rank its errors with verdicts "
+            "first (appellate rank-errors BENCH --train-label LABEL)",
+            field="apply_from",
+        )
+    return {k: stored[k] for k in ("combiner", "fingerprint", "folds") if k in stored}
 
 
 @dataclass
@@ -265,9 +312,8 @@ def compute_rankers(inputs: RankInputs, names: Sequence[str] | None = None) -> R
     out = RankResult()
     done: dict[str, NDArray[np.float64]] = {}
     for ranker in RANKERS.values():
-        needed = ranker.name in wanted or (
-            ranker.name in ("weighted-consensus", "cleanlab") and "combined" in wanted
-        )
+        # The combiner reads every ranker that does not learn from the verdicts.
+        needed = ranker.name in wanted or ("combined" in wanted and not ranker.needs_training)
         if not needed:
             continue
         reason = None
@@ -304,18 +350,38 @@ def _quality(scores: NDArray[np.float64], train: NDArray[np.float64]) -> dict[st
     return {"auroc": auroc(y, scores[keep]), "auprc": auprc(y, scores[keep]), "n": int(keep.sum())}
 
 
-def default_ranker(result: RankResult) -> str | None:
-    """The ranker with the highest AUPRC on the expert verdicts (consensus when none has one).
+DEFAULT_RULE = (
+    "fixed rule, no label read: plain consensus (the fraction of models against the label)"
+)
+"""How :func:`default_ranker` chooses (shown on the metrics page and stated in the README)."""
 
-    Only rankers that rank the most items compete: one covering fewer items (a partial local
-    model run) is scored on another set of items and cannot be compared.
+
+def default_ranker(result: RankResult) -> str | None:
+    """The default ranker by :data:`DEFAULT_RULE` (None when consensus was not computed).
+
+    Choosing the ranker with the best AUPRC on the expert verdicts would report a number
+    selected on its own test set; the rule is fixed in advance instead, so no evaluation label
+    can change the default. Consensus, because on MMLU-Redux subjects held out from training
+    the learned combiner did not beat it (``benchmarks/combiner_transfer.py``).
     """
-    rated = {n: q for n, q in result.quality.items() if q.get("auprc") is not None}
-    if rated:
-        most = max(int(q["n"] or 0) for q in rated.values())
-        best = {n: float(q["auprc"] or 0.0) for n, q in rated.items() if q["n"] == most}
-        return max(sorted(best), key=lambda n: best[n])
     return "consensus" if "consensus" in result.scores else None
+
+
+def ranker_summary(session: Session, benchmark: str) -> dict[str, Any] | None:
+    """The benchmark's default ranker, the rule that chose it and its combiner's fingerprint.
+
+    None before the benchmark's errors were ranked.
+    """
+    stored = (get_benchmark(session, benchmark).details or {}).get(DETAILS_KEY)
+    if not stored:
+        return None
+    combined = stored.get("combiner") or {}
+    return {
+        "default": stored.get("default"),
+        "rule": stored.get("rule") or "the best AUPRC on the training verdicts (before rules)",
+        "fingerprint": combined.get("fingerprint"),
+        "applied": bool(combined.get("applied")),
+    }
 
 
 def store_rankers(session: Session, inputs: RankInputs, result: RankResult) -> dict[str, Any]:
@@ -351,14 +417,23 @@ def store_rankers(session: Session, inputs: RankInputs, result: RankResult) -> d
             {"created_at": now},
         )
         summary[name] = {"scores": len(rows), **result.quality[name]}
-    default = default_ranker(result)
-    bench.details = {
-        **(bench.details or {}),
-        DETAILS_KEY: {
-            "default": default,
-            "train_label": inputs.train_label,
-            "quality": {n: summary[n] for n in summary},
-        },
+    before = (bench.details or {}).get(DETAILS_KEY) or {}
+    # A run of some rankers only (a queue's re-ranking) keeps the default and the others.
+    default = default_ranker(result) or before.get("default")
+    fitted = inputs.fitted.get("combined")
+    # A run without the combiner keeps the one fitted before (another benchmark may apply it).
+    kept = fitted if "combined" in result.scores else before.get("combiner")
+    record: dict[str, Any] = {
+        "default": default,
+        "rule": DEFAULT_RULE,
+        "train_label": inputs.train_label,
+        "quality": {**(before.get("quality") or {}), **summary},
     }
+    if kept:
+        record["combiner"] = kept
+    bench.details = {**(bench.details or {}), DETAILS_KEY: record}
     bump_data_version(session, bench)
-    return {"rankers": summary, "skipped": result.skipped, "default": default}
+    out: dict[str, Any] = {"rankers": summary, "skipped": result.skipped, "default": default}
+    if fitted:
+        out["combiner"] = {k: fitted[k] for k in ("fingerprint", "folds", "applied") if k in fitted}
+    return out
