@@ -32,6 +32,9 @@ def _print_panel(panel: dict[str, Any]) -> None:
             typer.echo(f"  {f.title}: {fmt_num(d[f.name])}{_ci(d[f'{f.name}_ci'])}")
     analysis = panel["analysis"]
     typer.echo(f"analysis set: {analysis['n']} pairs in {analysis['groups']} groups")
+    for key in ("reason", "folds_reason"):
+        if analysis.get(key):
+            typer.echo(f"  {analysis[key]}")
     folds = analysis.get("folds")
     if folds:
         for judge, reason in folds["refusals"].items():
