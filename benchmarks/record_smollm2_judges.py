@@ -9,15 +9,16 @@ one (brief reasoning asked for) and a terse one (a verdict only). The pairs are 
 GPT-4o pairs of JudgeBench (question and both responses, in characters), judged whole: the
 forwards' cost grows with the prompt, and no prompt is ever cut.
 
-Run from the repository root (minutes on 2 idle cores)::
+Run from the repository root (minutes on 2 idle cores; ``--pairs N`` for fewer pairs)::
 
-    .venv/bin/python benchmarks/record_smollm2_judges.py
+    .venv/bin/python benchmarks/record_smollm2_judges.py [--pairs 60]
 
 It prints a JSON summary (pairs, flips per judge, seconds).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import tempfile
 import time
@@ -60,6 +61,9 @@ CONFIGS = {
 
 def main() -> None:
     """Judge, then write the fixture and print a summary."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", type=int, default=N_PAIRS, help="Shortest pairs to judge.")
+    n_pairs = parser.parse_args().pairs
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp)
@@ -70,7 +74,7 @@ def main() -> None:
         rows = [json.loads(line) for line in PAIRS.read_text().splitlines() if line.strip()]
         rows.sort(key=lambda r: len(r["question"]) + len(r["response_A"]) + len(r["response_B"]))
         shortest = data_dir / PAIRS.name
-        shortest.write_text("".join(json.dumps(r) + "\n" for r in rows[:N_PAIRS]))
+        shortest.write_text("".join(json.dumps(r) + "\n" for r in rows[:n_pairs]))
         with transaction(store.factory) as s:
             import_judgebench(s, [shortest], benchmark="jb")
             register_language_model(
@@ -102,6 +106,7 @@ def main() -> None:
         "source": "benchmarks/record_smollm2_judges.py",
         "model": "SmolLM2-135M-Instruct (bundled GGUF, float32), forced mode",
         "pairs_file": PAIRS.name,
+        "pairs": f"the {n_pairs} shortest (question and both responses, in characters)",
         "templates": {name: extra.get("template", "default") for name, extra in CONFIGS.items()},
         "verdicts": verdicts,
     }
@@ -115,7 +120,8 @@ def main() -> None:
         }
         for judge, by_pair in verdicts.items()
     }
-    print(json.dumps({"judges": summary, "seconds": round(time.perf_counter() - start, 1)}))
+    seconds = round(time.perf_counter() - start, 1)
+    print(json.dumps({"pairs": n_pairs, "judges": summary, "seconds": seconds}))
 
 
 if __name__ == "__main__":

@@ -264,7 +264,7 @@ def judge_panel(
     try:
         aset = build_analysis_set(benchmark, verdicts, facts, slice_field)
     except InvalidInput as exc:
-        analysis["reason"] = exc.message
+        analysis["reason"] = exc.reason
     else:
         shared = aset.instance_ids.tolist()
         analysis.update(
@@ -279,7 +279,7 @@ def judge_panel(
         try:
             analysis["folds"] = shared_folds(aset, outer, seed).as_dict(aset)
         except InvalidInput as exc:
-            analysis["folds_reason"] = exc.message
+            analysis["folds_reason"] = exc.reason
     return {
         "benchmark": benchmark,
         "resamples": resamples,
