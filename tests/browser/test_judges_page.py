@@ -14,7 +14,7 @@ from app.db import make_engine, session_factory, transaction
 from app.ingest.judgebench import import_judgebench
 from app.settings import Settings
 from tests.browser.test_pages import browser
-from tests.ingest.test_helpers import O1_MINI, O1_MINI_JUDGE, PAIRS_GPT4O, read_jsonl
+from tests.ingest.test_helpers import O1_MINI, O1_MINI_JUDGE, read_jsonl
 from tests.support.auth_support import signed_in_context
 from tests.support.form_support import submit_form
 from tests.support.live_server import live_server
@@ -34,7 +34,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Sett
     engine = make_engine(settings)
     migrate.upgrade(engine)
     with transaction(session_factory(engine)) as s:
-        import_judgebench(s, [PAIRS_GPT4O], outputs=[O1_MINI])
+        import_judgebench(s, [], outputs=[O1_MINI])  # the outputs carry their pairs
         load_recorded_judges(s, "judgebench")
     engine.dispose()
     with live_server(settings) as url:

@@ -8,6 +8,7 @@ says how many pairs; the script's default is 60).
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -58,7 +59,8 @@ def _expected() -> tuple[dict[str, dict[str, tuple[str, str]]], dict[str, dict[s
 @pytest.fixture
 def judges(factory: sessionmaker[Session]) -> list[str]:
     with transaction(factory) as s:
-        import_judgebench(s, [PAIRS_GPT4O], outputs=[O1_MINI], benchmark=BENCH)
+        # The o1-mini outputs carry their pairs (JudgeBench's GPT-4o pairs): one file to read.
+        import_judgebench(s, [], outputs=[O1_MINI], benchmark=BENCH)
         return load_recorded_judges(s, BENCH)
 
 
@@ -203,10 +205,12 @@ def test_paired_differences_of_two_judges_on_their_shared_pairs(
 
 
 def test_a_judge_that_flips_2_percent_of_pairs_is_refused_with_the_reason(
-    factory: sessionmaker[Session],
+    factory: sessionmaker[Session], tmp_path: Path
 ) -> None:
+    fifty = tmp_path / PAIRS_GPT4O.name
+    fifty.write_text("".join(PAIRS_GPT4O.read_text().splitlines(keepends=True)[:50]))
     with transaction(factory) as s:
-        import_judgebench(s, [PAIRS_GPT4O], benchmark=BENCH)
+        import_judgebench(s, [fifty], benchmark=BENCH)
         bench = get_benchmark(s, BENCH)
         ids = s.scalars(
             select(Instance.id).where(Instance.benchmark_id == bench.id).order_by(Instance.id)
