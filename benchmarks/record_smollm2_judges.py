@@ -4,8 +4,9 @@ The shared-folds test (``tests/metrics/test_judge_analysis.py``) needs two judge
 judged the same pairs in both orders; 240 forced-choice forwards of SmolLM2-135M-Instruct on
 long JudgeBench prompts cost minutes on a CPU, so they are run once here and their verdicts
 (choice and verdict logits per order) written to ``tests/metrics/data/smollm2_two_judges.json``.
-The two configurations are the same model in forced mode with two prompt templates: the default
-one (brief reasoning asked for) and a terse one (a verdict only). The pairs are the 60 shortest
+The two configurations are the same model with the default template in forced mode (the verdict
+token's logits) and in calibrated mode (the same logits less a content-free prior, which takes
+out much of a small model's slot preference). The pairs are the 60 shortest
 GPT-4o pairs of JudgeBench (question and both responses, in characters), judged whole: the
 forwards' cost grows with the prompt, and no prompt is ever cut.
 
@@ -42,20 +43,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PAIRS = ROOT / "data" / "judgebench" / "dataset=judgebench,response_model=gpt-4o-2024-05-13.jsonl"
 OUT = ROOT / "tests" / "metrics" / "data" / "smollm2_two_judges.json"
 N_PAIRS = 60
-TERSE = """[Question]
-{prompt}
-
-[Response A]
-{first}
-
-[Response B]
-{second}
-
-Which response is better? Answer with a single last line that is exactly "VERDICT: A" or \
-"VERDICT: B"."""
-CONFIGS = {
-    "smollm2/forced": {},
-    "smollm2/forced-terse": {"template": TERSE},
+CONFIGS: dict[str, dict[str, str]] = {
+    "smollm2/forced": {"mode": "forced"},
+    "smollm2/calibrated": {"mode": "calibrated"},
 }
 
 
@@ -82,7 +72,7 @@ def main() -> None:
             )
             for name, extra in CONFIGS.items():
                 params = JudgeParams(
-                    benchmark="jb", model="smollm2", judge=name, mode="forced",
+                    benchmark="jb", model="smollm2", judge=name,
                     capture=False, batch_size=4, **extra,
                 )  # fmt: skip
                 enqueue(s, params)
@@ -104,10 +94,10 @@ def main() -> None:
         store.close()
     fixture = {
         "source": "benchmarks/record_smollm2_judges.py",
-        "model": "SmolLM2-135M-Instruct (bundled GGUF, float32), forced mode",
+        "model": "SmolLM2-135M-Instruct (bundled GGUF, float32), default template",
         "pairs_file": PAIRS.name,
         "pairs": f"the {n_pairs} shortest (question and both responses, in characters)",
-        "templates": {name: extra.get("template", "default") for name, extra in CONFIGS.items()},
+        "configurations": CONFIGS,
         "verdicts": verdicts,
     }
     OUT.write_text(json.dumps(fixture, indent=1, sort_keys=True) + "\n")

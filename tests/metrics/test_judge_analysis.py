@@ -1,6 +1,6 @@
 """Several judges on one analysis set: shared pairs, shared folds, probes' gate, paired figures.
 
-The two judges are real SmolLM2-135M-Instruct runs (forced mode, two prompt templates) on the
+The two judges are real SmolLM2-135M-Instruct runs (forced and calibrated mode) on the
 shortest JudgeBench pairs, recorded once by ``benchmarks/record_smollm2_judges.py`` (the fixture
 says how many pairs; the script's default is 60).
 """
@@ -129,8 +129,8 @@ def test_two_smollm2_judges_share_one_analysis_set_and_one_set_of_folds(
         assert folds.refusals[judge] == reason
         rate = y.mean()
         if not 0.05 <= rate <= 0.95:
-            # SmolLM2 in forced mode picks the slot shown first in both orders on these pairs:
-            # it flips them all, and the gate says so.
+            # SmolLM2 (forced, and calibrated too) picks the slot shown first in both orders on
+            # these pairs: it flips them all, and the gate says so.
             assert reason == f"flip rate {100 * rate:.1f}% ({y.sum()} of {n}) is outside 5-95%"
         if reason is not None:
             continue

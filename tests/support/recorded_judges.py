@@ -1,7 +1,7 @@
 """Two real SmolLM2 judge configurations' verdicts on 60 JudgeBench pairs, loaded into a store.
 
 ``tests/metrics/data/smollm2_two_judges.json`` was written once by
-``benchmarks/record_smollm2_judges.py`` from real runs (forced mode, two prompt templates);
+``benchmarks/record_smollm2_judges.py`` from real runs (forced and calibrated mode);
 :func:`load_recorded_judges` writes those judgments under their judges' names and derives the
 flips, as a judge job would.
 """
