@@ -7,12 +7,15 @@ verdicts on some pairs, so the analysis set is smaller than either judge's pairs
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
+from typer.testing import CliRunner
 
+from app.cli import cli
 from app.db import transaction
 from app.errors import InvalidInput
 from app.services.evidence.benchmarks import ensure_benchmark
@@ -23,7 +26,7 @@ from app.services.jobs.kind import enqueue
 from app.services.metrics.judge_analysis import analysis_set, shared_folds
 from app.settings import Settings
 from app.store import Store
-from app.tables import Detector, Instance, Judgment, Score
+from app.tables import Detector, Instance, Job, Judgment, Score
 from tests.support.job_support import run_job, store_on
 from workers.engines.activations import open_activation_set, shard_files, sync_instance_order
 
@@ -138,3 +141,17 @@ def test_a_judge_with_a_2_percent_flip_rate_is_refused_with_the_reason(store: St
     assert (
         refused.value.reason == f"no probe of {STEADY}: flip rate 2.0% (1 of 50) is outside 5-95%"
     )
+
+
+def test_the_cli_refuses_the_probe_naming_the_judge_option(
+    store: Store, cli_store: Settings
+) -> None:
+    args = ["probe", "fit", BENCH, "--judge", STEADY, "--shared", JUDGES[0]]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    # The error box wraps its text: compare words.
+    words = " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.output).split())
+    assert "Invalid value for --judge" in words
+    assert "flip rate 2.0% (1 of 50) is outside 5-95%" in words
+    with store.factory() as s:
+        assert s.scalar(select(func.count()).select_from(Job)) == 0  # nothing queued
