@@ -25,6 +25,11 @@ COMMANDS: tuple[Lazy, ...] = (
         "order.",
     ),
     Lazy(
+        "judges",
+        "app.cli.judges:judges_command",
+        "The position-bias panel of judges with intervals, paired differences and shared folds.",
+    ),
+    Lazy(
         "judge",
         "workers.cli.jobs:judge",
         "Judge a pairwise benchmark in both orders with a local or remote model.",

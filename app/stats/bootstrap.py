@@ -41,7 +41,9 @@ __all__ = [
     "BootstrapResult",
     "Difference",
     "Estimate",
+    "RatioResult",
     "bootstrap_mean",
+    "bootstrap_ratios",
     "group_bootstrap",
     "group_bootstrap_answers",
     "group_bootstraps",
@@ -1153,3 +1155,126 @@ def bootstrap_mean(
         store, seed, resamples, n_units, n_units, threads=_thread_count(n_threads), chunk_size=None
     )
     return Estimate.of(float(x.mean()), percentile_interval(replicates, level), resamples, n_units)
+
+
+@dataclass(frozen=True)
+class RatioResult:
+    """Ratios of sums (rates such as a flip rate among some pairs) and their replicates.
+
+    Attributes
+    ----------
+    point : ndarray of float64, shape (k,)
+        ``sum(numerator) / sum(denominator)`` of each column on the full data; NaN where the
+        denominator sums to 0.
+    replicates : ndarray of float64, shape (k, B)
+        The same ratio in each resample; NaN where its denominator is 0 in that resample.
+    level : float
+    n_groups : int
+
+    """
+
+    point: NDArray[np.float64]
+    replicates: NDArray[np.float64]
+    level: float
+    n_groups: int
+
+    @property
+    def resamples(self) -> int:
+        """Number of resamples B."""
+        return int(self.replicates.shape[1])
+
+    def estimate(self, column: int) -> Estimate:
+        """Point value and percentile interval of ratio number ``column``."""
+        interval = percentile_interval(self.replicates[column], self.level)
+        return Estimate.of(
+            _float_or_none(self.point[column]), interval, self.resamples, self.n_groups
+        )
+
+    def difference(self, first: int, second: int) -> Estimate:
+        """Paired difference ``first - second`` of two ratios over the same resamples.
+
+        A resample counts when both ratios are defined in it.
+        """
+        deltas = self.replicates[first] - self.replicates[second]
+        point = self.point[first] - self.point[second]
+        interval = percentile_interval(deltas, self.level)
+        return Estimate.of(_float_or_none(point), interval, self.resamples, self.n_groups)
+
+
+def bootstrap_ratios(
+    numerators: ArrayLike,
+    denominators: ArrayLike,
+    groups: ArrayLike,
+    *,
+    resamples: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+    n_threads: int | None = None,
+) -> RatioResult:
+    """Ratios of item sums, each with its group-bootstrap replicates, all on the same resamples.
+
+    A rate over a subset of items (the flip rate among pairs whose AB choice was A) is the
+    ratio of the sum of an item's hits to the sum of its indicator of the subset; a resample
+    takes every item of each drawn group as often as the group was drawn. Every column sees
+    the same resamples (those of :func:`bootstrap_mean` and :func:`group_bootstrap` with the
+    same seed and groups), so differences between columns are paired.
+
+    Parameters
+    ----------
+    numerators : array-like of float, shape (n, k)
+        Each item's contribution to the numerator of each of k ratios.
+    denominators : array-like of float, shape (n, k)
+        Each item's non-negative contribution to each denominator.
+    groups : array-like, shape (n,)
+        Group key of each item; the resampling unit.
+    resamples : int
+        Number of resamples B.
+    seed : int
+        Root seed.
+    level : float
+        Interval coverage.
+    n_threads : int, optional
+        Worker threads; results do not depend on it.
+
+    Returns
+    -------
+    RatioResult
+
+    Raises
+    ------
+    ValueError
+        On shapes that differ, non-finite values, a negative denominator or no items.
+
+    """
+    num = np.asarray(numerators, dtype=np.float64)
+    den = np.asarray(denominators, dtype=np.float64)
+    if num.ndim != 2 or num.shape != den.shape or num.shape[0] == 0:
+        raise ValueError(
+            f"numerators {num.shape} and denominators {den.shape} must share a shape (n, k), n > 0"
+        )
+    if not (np.isfinite(num).all() and np.isfinite(den).all()):
+        raise ValueError("numerators and denominators must be finite")
+    if (den < 0).any():
+        raise ValueError("denominators must be non-negative")
+    n, k = num.shape
+    units, n_units = _validate.keys(groups, n, "groups", reference="numerators")
+    resamples = _validate.resample_count(resamples)
+    seed = _validate.seed_value(seed)
+    level = _validate.confidence_level(level)
+    sizes = np.bincount(units, minlength=n_units).astype(np.int64)
+    # Means over items of both columns: their ratio is the ratio of the sums (the item count
+    # cancels), and UnitMeans sums in a fixed order, so replicates do not depend on chunking.
+    unit_means = _kernels.UnitMeans(
+        _kernels.unit_totals(np.hstack([num, den]), units, n_units), sizes
+    )
+    replicates = np.full((k, resamples), np.nan)
+
+    def store(start: int, stop: int, weights: NDArray[np.int32]) -> None:
+        means = unit_means(weights)
+        replicates[:, start:stop] = _kernels.ratio(means[:, :k], means[:, k:]).T
+
+    _for_each_chunk(
+        store, seed, resamples, n_units, n_units, threads=_thread_count(n_threads), chunk_size=None
+    )
+    point = _kernels.ratio(num.sum(axis=0), den.sum(axis=0))
+    return RatioResult(point, replicates, level, n_units)

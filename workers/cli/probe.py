@@ -34,13 +34,24 @@ def fit(
         str | None, typer.Option("--activation-set", help="Default judge:JUDGE:BENCHMARK.")
     ] = None,
     seed: Annotated[int, typer.Option("--seed")] = 0,
+    shared: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--shared",
+            help="Another judge whose shared analysis set and outer folds the fit uses "
+            "(repeatable); refused when the probe is not estimable there.",
+        ),
+    ] = None,
+    slice_field: Annotated[
+        str | None, typer.Option("--slice", help="Payload field stratifying the shared folds.")
+    ] = None,
     wait: WaitOption = False,
     device: DeviceOption = "auto",
     *,
     ctx: typer.Context,
 ) -> None:
     """Flip probe of a judge (nested grouped CV), its baselines, and a frozen copy for transfer."""
-    submit_options(ctx, FitFlipParams)
+    submit_options(ctx, FitFlipParams, shared=list(shared or []))
 
 
 @probe_app.command("fit-set")

@@ -166,11 +166,39 @@ def flip_features(session: Session, judge: str, instance_ids: np.ndarray) -> np.
 
 
 def flip_data(
-    session: Session, data_dir: Path, benchmark: str, judge: str, activation_set: str | None
+    session: Session,
+    data_dir: Path,
+    benchmark: str,
+    judge: str,
+    activation_set: str | None,
+    instance_ids: np.ndarray | None = None,
 ) -> ProbeData:
-    """A judge's retained pairs: flip labels, AB pre-verdict activations and baseline features."""
+    """A judge's retained pairs: flip labels, AB pre-verdict activations and baseline features.
+
+    With ``instance_ids`` (an analysis set shared with other judges), exactly those pairs in
+    that order, so indices into them are the shared folds' indices.
+
+    Raises
+    ------
+    InvalidInput
+        A pair of ``instance_ids`` without the judge's flip label or activations.
+
+    """
     label = flip_label_name(judge)
     name = activation_set or f"judge:{judge}:{benchmark}"
     data = labelled_activations(session, data_dir, benchmark, label, name)
+    if instance_ids is not None:
+        row_of = {int(i): k for k, i in enumerate(data.instance_ids)}
+        missing = [int(i) for i in instance_ids if int(i) not in row_of]
+        if missing:
+            raise InvalidInput(
+                f"{len(missing)} pairs of the shared analysis set have no activations in "
+                f"{name!r} (e.g. instance {missing[0]})",
+                field="activation_set",
+            )
+        rows = [row_of[int(i)] for i in instance_ids]
+        picked = {k: getattr(data, k)[rows] for k in ("instance_ids", "groups", "y", "x")}
+        fingerprint = _fingerprint(data.fingerprint, picked["instance_ids"].tolist())
+        data = ProbeData(**{**data.__dict__, **picked, "fingerprint": fingerprint})
     features = flip_features(session, judge, data.instance_ids)
     return ProbeData(**{**data.__dict__, "features": features})

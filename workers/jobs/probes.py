@@ -114,11 +114,26 @@ def run_fit_probe(ctx: JobContext) -> dict[str, Any]:
     """
     p = FitFlipParams.from_dict(ctx.params)
     data_dir = ctx.store.settings.data_dir
-    data = ctx.read(lambda s: flip_data(s, data_dir, p.benchmark, p.judge, p.activation_set))
+
+    def read(session: Session) -> tuple[ProbeData, dict[str, Any] | None]:
+        if not p.shared:
+            return flip_data(session, data_dir, p.benchmark, p.judge, p.activation_set), None
+        aset, folds = p.shared_plan(session)  # refuses a probe that is not estimable
+        data = flip_data(
+            session, data_dir, p.benchmark, p.judge, p.activation_set, aset.instance_ids
+        )
+        plan = {"judges": list(aset.judges), "n": aset.n, "splits": folds.splits}
+        return data, plan
+
+    data, shared = ctx.read(read)
     assert data.features is not None
     stages = 3 + len(BASELINE_FEATURES)
     ctx.progress(0, stages)
-    kw = {"lambdas": tuple(p.lambdas), "outer": p.outer, "inner": p.inner, "seed": p.seed}
+    kw: dict[str, Any] = {"lambdas": tuple(p.lambdas), "outer": p.outer, "inner": p.inner}
+    kw["seed"] = p.seed
+    if shared is not None:
+        # Every shared judge's probe and baselines on the same outer folds.
+        kw["outer_splits"] = shared["splits"]
     cv = nested_cv(data.x, data.y, data.groups, **kw)
     ctx.progress(1, stages)
     same = {**kw, "outer_splits": cv.outer_splits}
@@ -136,6 +151,8 @@ def run_fit_probe(ctx: JobContext) -> dict[str, Any]:
     def write(session: Session) -> dict[str, Any]:
         bench = get_benchmark(session, p.benchmark)
         details = _cv_details(data, cv, p.lambdas)
+        if shared is not None:
+            details["shared"] = {"judges": shared["judges"], "n": shared["n"], "seed": p.seed}
         detector = put_detector(
             session, probe_name, "probe", {**details, "kind": "flip", "judge": p.judge},
             f"flip probe of {p.judge}: out-of-fold predictions of nested grouped CV",
@@ -152,6 +169,8 @@ def run_fit_probe(ctx: JobContext) -> dict[str, Any]:
                 "oof_auroc": _auroc(data.y, result.oof),
                 "folds": [{"fold": c.outer_fold, "lambda": c.lam} for c in result.choices],
             }
+            if shared is not None:
+                b_details["shared"] = details["shared"]
             base = put_detector(session, name, "baseline", b_details)
             replace_scores(session, base, bench, _oof_scores(data, result, None))
             summary[name] = b_details["oof_auroc"]
