@@ -179,14 +179,15 @@ def against_share(sv: SoftVotes, labels: ArrayLike) -> NDArray[np.float64]:
 def tie_break(primary: ArrayLike, secondary: ArrayLike) -> NDArray[np.float64]:
     """``primary`` with its exact ties ordered by ``secondary`` (in [0, 1]), and nothing else moved.
 
-    Adds ``step * secondary`` where ``step`` is half the smallest gap between two distinct
-    finite values of ``primary`` (at most :data:`TIE_STEP_CAP`), so items with different primary
-    scores keep their order and equal ones are ordered by ``secondary``.
+    ``(primary + step * secondary) / (1 + step)`` where ``step`` is half the smallest gap between
+    two distinct finite values of ``primary`` (at most :data:`TIE_STEP_CAP`): items with
+    different primary scores keep their order, equal ones are ordered by ``secondary``, scores
+    stay in [0, 1] (a probability stays one), and none moves by more than ``step``.
 
     Parameters
     ----------
     primary : array-like of float, shape (n,)
-        Scores (NaN stays NaN).
+        Scores in [0, 1] (NaN stays NaN).
     secondary : array-like of float, shape (n,)
         Tie-break values in [0, 1] (NaN counts as 0).
 
@@ -200,7 +201,7 @@ def tie_break(primary: ArrayLike, secondary: ArrayLike) -> NDArray[np.float64]:
     distinct = np.unique(p[np.isfinite(p)])
     gaps = np.diff(distinct)
     step = min(float(gaps.min()) / 2.0, TIE_STEP_CAP) if gaps.size else TIE_STEP_CAP
-    return p + step * s
+    return (p + step * s) / (1.0 + step)
 
 
 def ensemble_distribution(sv: SoftVotes) -> NDArray[np.float64]:
