@@ -33,6 +33,7 @@ __all__ = [
     "against_share",
     "dawid_skene",
     "ensemble_distribution",
+    "hard_against_share",
     "one_coin",
     "option_mask",
     "rasch",
@@ -174,6 +175,32 @@ def against_share(sv: SoftVotes, labels: ArrayLike) -> NDArray[np.float64]:
         return np.zeros(n)
     answered = sv.n_answered
     return np.where(answered > 0, totals.max(axis=1) / np.maximum(answered, 1.0), 0.0)
+
+
+def hard_against_share(codes: ArrayLike, labels: ArrayLike, n_classes: int) -> NDArray[np.float64]:
+    """:func:`against_share` of hard answers, from the codes (no soft votes built).
+
+    Parameters
+    ----------
+    codes : array-like of int, shape (n, m)
+        Coded answers (-1 none, -2 no option).
+    labels : array-like of int, shape (n,)
+        The label's option index per item.
+    n_classes : int
+        K.
+
+    Returns
+    -------
+    ndarray of float64, shape (n,)
+
+    """
+    a = np.asarray(codes)
+    y = _rows(labels, a.shape[0], n_classes)
+    counts = np.stack([(a == k).sum(axis=1) for k in range(n_classes)], axis=1)
+    counts[np.arange(y.size), y] = -1
+    answered = (a != NO_ANSWER).sum(axis=1)
+    top = counts.max(axis=1) if n_classes > 1 else np.zeros(y.size)
+    return np.where(answered > 0, np.maximum(top, 0) / np.maximum(answered, 1), 0.0)
 
 
 def tie_break(primary: ArrayLike, secondary: ArrayLike) -> NDArray[np.float64]:

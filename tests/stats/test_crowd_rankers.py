@@ -63,8 +63,11 @@ def test_soft_votes_consensus_and_plurality_share_against_loops() -> None:
         assert consensus[i] == pytest.approx(1 - support / len(given), abs=1e-12)
         others = [sum(v[k] for v in given) for k in range(K) if k != labels[i]]
         assert share[i] == pytest.approx(max(others) / len(given), abs=1e-12)
-    # With hard answers only, the soft consensus is the plain one.
+    # With hard answers only, the soft consensus is the plain one, the share read off the codes.
     hard = cr.soft_votes(codes, None, K)
+    np.testing.assert_allclose(
+        cr.hard_against_share(codes, labels, K), cr.against_share(hard, labels), atol=1e-12
+    )
     ok = (codes != -1).any(axis=1)
     np.testing.assert_allclose(
         cr.soft_consensus(hard, labels)[ok], le.consensus_scores(codes, labels, K)[ok], atol=1e-12

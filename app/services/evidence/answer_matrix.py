@@ -133,6 +133,10 @@ class AnswerMatrix:
         ndarray of int64, shape (n,)
 
         """
+        return self._label_index
+
+    @cached_property
+    def _label_index(self) -> NDArray[np.int64]:
         index = {letter: i for i, letter in enumerate(LETTERS)}
         codes = np.fromiter(
             (index.get(v, -1) if v is not None else -1 for v in self.labels),

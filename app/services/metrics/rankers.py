@@ -64,20 +64,36 @@ class RankInputs:
         """The voters' soft votes on the labelled items of a choice benchmark (computed once)."""
         answers, labels, ok, k = _choice_inputs(self)
         probs = self.matrix.option_probability_array(self.voters)
-        votes = crowd_rankers.soft_votes(answers[ok], None if probs is None else probs[ok], k)
-        return ChoiceEvidence(labels[ok], ok, votes, self.matrix.n_options[ok], answers[ok], k)
+        everywhere = ok.all()  # no copy of the arrays when every item has a label
+        return ChoiceEvidence(
+            labels if everywhere else labels[ok],
+            ok,
+            self.matrix.n_options if everywhere else self.matrix.n_options[ok],
+            answers if everywhere else answers[ok],
+            k,
+            None if probs is None else probs[ok],
+        )
 
 
 @dataclass(frozen=True)
 class ChoiceEvidence:
-    """The labelled items' evidence: labels, soft votes, options, hard answers (rows ``ok``)."""
+    """The labelled items' evidence: labels, options, hard answers, probabilities (rows ``ok``).
+
+    ``probs`` (n, m, K) is None when no voter gave option probabilities; the soft votes are
+    built on first use (the consensus ranker on hard answers needs none).
+    """
 
     labels: NDArray[np.int64]
     ok: NDArray[np.bool_]
-    votes: crowd_rankers.SoftVotes
     n_options: NDArray[np.int64]
     answers: NDArray[np.int64]
     n_classes: int
+    probs: NDArray[np.float64] | None
+
+    @cached_property
+    def votes(self) -> crowd_rankers.SoftVotes:
+        """Every voter's soft vote (its probabilities, else its answer one-hot)."""
+        return crowd_rankers.soft_votes(self.answers, self.probs, self.n_classes)
 
     def scatter(self, values: NDArray[np.float64]) -> NDArray[np.float64]:
         """Scores of the labelled items as scores of every item (NaN where unlabelled)."""
@@ -85,6 +101,8 @@ class ChoiceEvidence:
 
     def against_share(self) -> NDArray[np.float64]:
         """The share of the votes on the strongest other option (the consensus tie-break)."""
+        if self.probs is None:
+            return crowd_rankers.hard_against_share(self.answers, self.labels, self.n_classes)
         return crowd_rankers.against_share(self.votes, self.labels)
 
     def of_label(self, posterior: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -120,6 +138,8 @@ def _choice_inputs(
 
 
 def _scatter(ok: NDArray[np.bool_], values: NDArray[np.float64]) -> NDArray[np.float64]:
+    if values.shape[0] == ok.shape[0]:
+        return values  # every item has a label
     out = np.full(ok.shape[0], np.nan)
     out[ok] = values
     return out
@@ -136,7 +156,10 @@ def _consensus(inputs: RankInputs, _: dict[str, NDArray[np.float64]]) -> NDArray
         return ev.scatter(np.empty(0))
     # Ties (every model against the label: hundreds of MMLU items) go to the stronger plurality
     # for one other option; no other pair of items changes order.
-    consensus = crowd_rankers.soft_consensus(ev.votes, ev.labels)
+    if ev.probs is None:
+        consensus = label_errors.consensus_scores(ev.answers, ev.labels, ev.n_classes)
+    else:
+        consensus = crowd_rankers.soft_consensus(ev.votes, ev.labels)
     return ev.scatter(crowd_rankers.tie_break(consensus, ev.against_share()))
 
 
