@@ -33,7 +33,7 @@ __all__ = [
     "against_share",
     "dawid_skene",
     "ensemble_distribution",
-    "hard_against_share",
+    "hard_consensus",
     "one_coin",
     "option_mask",
     "rasch",
@@ -177,8 +177,13 @@ def against_share(sv: SoftVotes, labels: ArrayLike) -> NDArray[np.float64]:
     return np.where(answered > 0, totals.max(axis=1) / np.maximum(answered, 1.0), 0.0)
 
 
-def hard_against_share(codes: ArrayLike, labels: ArrayLike, n_classes: int) -> NDArray[np.float64]:
-    """:func:`against_share` of hard answers, from the codes (no soft votes built).
+def hard_consensus(
+    codes: ArrayLike, labels: ArrayLike, n_classes: int
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """:func:`soft_consensus` and :func:`against_share` of hard answers, in one pass over them.
+
+    One ``bincount`` of (item, answer) pairs counts every option, the off-option answers and the
+    missing ones at once (no soft votes built, no pass per option).
 
     Parameters
     ----------
@@ -191,16 +196,28 @@ def hard_against_share(codes: ArrayLike, labels: ArrayLike, n_classes: int) -> N
 
     Returns
     -------
-    ndarray of float64, shape (n,)
+    (consensus, share)
+        Shapes (n,) and (n,): the fraction of answering models against the label (NaN where
+        none answered; :func:`app.stats.label_errors.consensus_scores`) and the share of them on
+        the strongest other option (0 where none answered).
 
     """
     a = np.asarray(codes)
-    y = _rows(labels, a.shape[0], n_classes)
-    counts = np.stack([(a == k).sum(axis=1) for k in range(n_classes)], axis=1)
-    counts[np.arange(y.size), y] = -1
-    answered = (a != NO_ANSWER).sum(axis=1)
-    top = counts.max(axis=1) if n_classes > 1 else np.zeros(y.size)
-    return np.where(answered > 0, np.maximum(top, 0) / np.maximum(answered, 1), 0.0)
+    n, m = a.shape
+    y = _rows(labels, n, n_classes)
+    width = n_classes + 2  # columns: no option (-2), missing (-1), then the K options
+    index = a + (np.arange(n, dtype=np.int64) * width + 2)[:, None]
+    counts = np.bincount(index.ravel(), minlength=n * width).reshape(n, width)
+    answered = m - counts[:, 1]
+    rows = np.arange(n)
+    agree = counts[rows, y + 2]
+    options = counts[:, 2:].copy()
+    options[rows, y] = -1
+    top = np.maximum(options.max(axis=1), 0) if n_classes > 1 else np.zeros(n, dtype=np.int64)
+    safe = np.maximum(answered, 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        consensus = np.where(answered > 0, 1.0 - agree / safe, np.nan)
+    return consensus, np.where(answered > 0, top / safe, 0.0)
 
 
 def tie_break(primary: ArrayLike, secondary: ArrayLike) -> NDArray[np.float64]:

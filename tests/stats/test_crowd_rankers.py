@@ -65,9 +65,9 @@ def test_soft_votes_consensus_and_plurality_share_against_loops() -> None:
         assert share[i] == pytest.approx(max(others) / len(given), abs=1e-12)
     # With hard answers only, the soft consensus is the plain one, the share read off the codes.
     hard = cr.soft_votes(codes, None, K)
-    np.testing.assert_allclose(
-        cr.hard_against_share(codes, labels, K), cr.against_share(hard, labels), atol=1e-12
-    )
+    consensus_hard, share_hard = cr.hard_consensus(codes, labels, K)
+    np.testing.assert_allclose(share_hard, cr.against_share(hard, labels), atol=1e-12)
+    np.testing.assert_array_equal(consensus_hard, le.consensus_scores(codes, labels, K))
     ok = (codes != -1).any(axis=1)
     np.testing.assert_allclose(
         cr.soft_consensus(hard, labels)[ok], le.consensus_scores(codes, labels, K)[ok], atol=1e-12

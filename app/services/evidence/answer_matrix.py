@@ -160,7 +160,9 @@ class AnswerMatrix:
         """
         cols = range(len(self.models)) if models is None else models
         if self.codes is not None:
-            return self.codes[:, list(cols)]
+            cols = list(cols)
+            # Every column in order (the rankers' voters): the array itself, not a copy.
+            return self.codes if cols == list(range(self.codes.shape[1])) else self.codes[:, cols]
         out = np.full((len(self.answers), len(cols)), NO_ANSWER, dtype=np.int64)
         for i, (row, k) in enumerate(zip(self.answers, self.n_options, strict=True)):
             for c, j in enumerate(cols):

@@ -102,7 +102,7 @@ class ChoiceEvidence:
     def against_share(self) -> NDArray[np.float64]:
         """The share of the votes on the strongest other option (the consensus tie-break)."""
         if self.probs is None:
-            return crowd_rankers.hard_against_share(self.answers, self.labels, self.n_classes)
+            return crowd_rankers.hard_consensus(self.answers, self.labels, self.n_classes)[1]
         return crowd_rankers.against_share(self.votes, self.labels)
 
     def of_label(self, posterior: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -157,10 +157,11 @@ def _consensus(inputs: RankInputs, _: dict[str, NDArray[np.float64]]) -> NDArray
     # Ties (every model against the label: hundreds of MMLU items) go to the stronger plurality
     # for one other option; no other pair of items changes order.
     if ev.probs is None:
-        consensus = label_errors.consensus_scores(ev.answers, ev.labels, ev.n_classes)
+        consensus, share = crowd_rankers.hard_consensus(ev.answers, ev.labels, ev.n_classes)
     else:
         consensus = crowd_rankers.soft_consensus(ev.votes, ev.labels)
-    return ev.scatter(crowd_rankers.tie_break(consensus, ev.against_share()))
+        share = ev.against_share()
+    return ev.scatter(crowd_rankers.tie_break(consensus, share))
 
 
 def _weighted(inputs: RankInputs, _: dict[str, NDArray[np.float64]]) -> NDArray[np.float64]:
