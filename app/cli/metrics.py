@@ -16,6 +16,7 @@ from app.services.metrics.metric_matrix import MATRIX_METRICS
 from app.services.metrics.metric_results import compute_result, save_result
 from app.services.metrics.metrics_query import metrics_query
 from app.services.metrics.svg_plots import metrics_figures
+from app.services.metrics.type_recall import type_recall
 
 __all__ = ["metrics_command", "register"]
 
@@ -74,6 +75,14 @@ def metrics_command(
     k: Annotated[
         int, typer.Option("--k", help="Resolved labels: agreeing voters that override.")
     ] = 2,
+    types: Annotated[
+        str | None,
+        typer.Option(
+            "--types",
+            help="Label set naming each defect's type (e.g. errata): each ranker's recall at "
+            "50/100/200 per type, with intervals.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Detector metrics with group-bootstrap 95% intervals, and the pairwise judge summary."""
@@ -98,10 +107,32 @@ def metrics_command(
     )
     in_store(lambda s: save_result(s, result))
     report = result.report
+    if types is not None:
+        by_type = in_store(
+            lambda s: type_recall(
+                s, benchmark, report["label"], types, detector, resamples=resamples, seed=seed
+            )
+        )
+        report = {**report, "per_type": by_type}
     if as_json:
         typer.echo(json.dumps(report, indent=2))
-    else:
-        _print_report(report)
+        return
+    _print_report(report)
+    if types is not None:
+        _print_types(report["per_type"])
+
+
+def _print_types(table: dict[str, Any]) -> None:
+    typer.echo(f"recall at k per {table['types']} among {table['label']} ({table['n']} items)")
+    for row in table["rows"]:
+        typer.echo(f"{row['type']} ({row['defects']} defects):")
+        for name, cells in row["recall"].items():
+            shown = ", ".join(
+                f"R@{m.removeprefix('recall_at_')} {fmt_num(v)}{_ci(cells[f'{m}_ci'])}"
+                for m, v in cells.items()
+                if not m.endswith("_ci")
+            )
+            typer.echo(f"  {name}: {shown}")
 
 
 def register(cli: typer.Typer) -> None:

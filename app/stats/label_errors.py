@@ -53,8 +53,8 @@ def _matrix(answers: ArrayLike, labels: ArrayLike, n_classes: int) -> tuple[NDAr
         raise ValueError(f"labels must have shape ({a.shape[0]},), got {y.shape}")
     if n_classes < 2:
         raise ValueError(f"n_classes must be >= 2, got {n_classes}")
-    a = a.astype(np.int64)
-    y = y.astype(np.int64)
+    a = a.astype(np.int64, copy=False)
+    y = y.astype(np.int64, copy=False)
     if ((a < OFF_OPTIONS) | (a >= n_classes)).any():
         raise ValueError(f"answers must be option indices 0..{n_classes - 1}, -1 or -2")
     if ((y < 0) | (y >= n_classes)).any():

@@ -18,6 +18,7 @@ from app.ingest.mmlu_redux import import_mmlu_redux
 from app.ingest.table import MAX_DETECTORS_PER_IMPORT, import_table
 from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.graders import benchmark_grader
+from app.services.evidence.labelled_items import load_labelled
 from app.settings import Settings
 from app.tables import Detector, Instance, Prediction
 from tests.conftest import DATA
@@ -320,3 +321,27 @@ def test_many_model_columns_become_detectors_in_one_batched_write(
         assert session.scalar(select(func.count()).select_from(Detector)) == 300
         assert session.scalar(select(func.count()).select_from(Prediction)) == 600
     assert 1 <= len(inserts) <= 3, len(inserts)  # batches, not one statement per detector
+
+
+def test_an_empty_error_type_is_no_annotation_and_no_defect(
+    factory: sessionmaker[Session], tmp_path: Path
+) -> None:
+    rows = _csv_rows(ASTRONOMY)[:6]
+    rows[1]["error_type"], rows[2]["error_type"] = "", "  "
+    rows[3]["error_type"] = "wrong_groundtruth"
+    path = _write_csv(tmp_path / "astronomy.csv", rows)
+    with transaction(factory) as session:
+        import_mmlu_redux(session, [path], "mmlu")
+    with factory() as session:
+        labels = _labels(session, "mmlu", "errata", "defect")
+        defect = load_labelled(session, "mmlu", "defect")
+    # Rows 2 and 3 (unannotated) carry neither label; the rest carry both, derived alike.
+    assert set(labels) == {f"astronomy:{i}" for i in (1, 4, 5, 6)}
+    for external_id, row in zip((f"astronomy:{i}" for i in range(1, 7)), rows, strict=True):
+        if external_id in labels:
+            want = "0" if row["error_type"] == "ok" else "1"
+            assert labels[external_id] == {"errata": row["error_type"], "defect": want}
+    # The metrics' items: the unannotated rows are neither defects nor clean items.
+    assert sorted(defect.external_ids) == sorted(labels)
+    want_defects = sum(row["error_type"] not in ("ok", "", "  ") for row in rows)
+    assert int(defect.y.sum()) == want_defects

@@ -26,7 +26,7 @@ from app.services.evidence.answer_matrix import load_answers
 from app.services.evidence.benchmarks import get_benchmark
 from app.services.jobs.import_upload import ImportUploadParams
 from app.services.metrics import rankers
-from app.stats import label_errors
+from app.stats import crowd_rankers, label_errors
 from app.tables import Detector, ImportRecord, Instance, Prediction
 from tests.ingest.test_helpers import FORMATS, SHARED_FORMATS, read_jsonl, table_counts, write_jsonl
 from workers.jobs.import_upload import IMPORT
@@ -194,9 +194,26 @@ def test_rank_errors_runs_and_the_cleanlab_ranker_reads_the_softmax_of_the_log_l
         local_name = inputs.matrix.models[inputs.local]
         local_run = next(run for run in runs if _detector_of(session, run) == local_name)
     matrix = inputs.matrix
-    assert inputs.local is not None and sorted(inputs.voters) == [
-        j for j in range(len(matrix.models)) if j != inputs.local
-    ]
+    # Every model votes, each with its option probabilities.
+    assert inputs.local is not None and inputs.voters == list(range(len(matrix.models)))
+    # The rankers read answers and probabilities as arrays; the row-by-row reader agrees.
+    with factory() as session:
+        rows = load_answers(session, get_benchmark(session, "smol"))
+    assert rows.models == matrix.models and rows.option_probs is None
+    np.testing.assert_array_equal(matrix.answer_codes(), rows.answer_codes())
+    assert matrix.answers == rows.answers
+    for j in range(len(matrix.models)):
+        np.testing.assert_allclose(
+            matrix.option_probabilities(j), rows.option_probabilities(j), rtol=1e-15
+        )
+    # Each model's soft vote is its probabilities: the soft consensus is 1 - their mean.
+    p_label = np.stack(
+        [rows.option_probabilities(j)[np.arange(len(rows.labels)), rows.label_codes()]
+         for j in range(len(rows.models))],
+        axis=1,
+    )  # fmt: skip
+    soft = crowd_rankers.soft_consensus(inputs.evidence.votes, inputs.evidence.labels)
+    np.testing.assert_allclose(soft, 1 - p_label.mean(axis=1), atol=1e-12)
     # The cleanlab ranker's input: the local model's option probabilities, row by row.
     probs, have = rankers._local_probs(inputs)
     assert have.all()

@@ -147,13 +147,30 @@ def test_rank_errors_job_on_mmlu_redux(store: Store) -> None:
         bench = get_benchmark(s, "mmlu")
         stored = {n: _ranker_scores(s, n) for n in result["rankers"]}
         details = bench.details["rankers"]
-    assert set(result["rankers"]) == {"consensus", "weighted-consensus", "cleanlab", "combined"}
+    assert set(result["rankers"]) == {
+        "consensus",
+        "weighted-consensus",
+        "cleanlab",
+        "dawid-skene",
+        "one-coin",
+        "item-response",
+        "combined",
+    }
     assert result["skipped"] == {"cleanlab-local": "no model answered with option probabilities"}
-    # Independently from the CSVs: the plain consensus ranker and the verdicts.
+    # Independently from the CSVs: the plain consensus ranker and the verdicts. The stored
+    # consensus is the fraction against the label, its ties ordered by the strongest other
+    # option's share: within 1e-3 of the fraction, in the lexicographic order of the two.
     answers, labels, defects, subjects = _csv_matrix()
     rows = [f"{subject}:{i}" for subject in sorted(set(subjects)) for i in range(1, 101)]
     consensus = np.array([stored["consensus"][r] for r in rows])
-    np.testing.assert_allclose(consensus, le.consensus_scores(answers, labels, 4), atol=1e-12)
+    plain = le.consensus_scores(answers, labels, 4)
+    np.testing.assert_allclose(consensus, plain, atol=1e-3)
+    counts = le.vote_counts(answers, 4)[:, :4].astype(float)
+    counts[np.arange(len(labels)), labels] = -1
+    share = counts.max(axis=1) / (answers != -1).sum(axis=1)
+    np.testing.assert_array_equal(
+        np.argsort(consensus, kind="stable"), np.lexsort((np.arange(len(plain)), share, plain))
+    )
     assert roc_auc_score(defects, consensus) == pytest.approx(0.719, abs=5e-4)
     for name, scores in stored.items():
         assert len(scores) == 2900
@@ -210,6 +227,9 @@ def test_consensus_on_an_answer_benchmark_uses_its_grader(store: Store, tmp_path
         assert set((job.result or {})["skipped"]) == {
             "weighted-consensus",
             "cleanlab",
+            "dawid-skene",
+            "one-coin",
+            "item-response",
             "cleanlab-local",
             "combined",
         }

@@ -8,19 +8,22 @@ default. Rankers, per-model accuracy and the instance page read answers through 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import select
+from sqlalchemy import func, literal, literal_column, select
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
+from app.services.evidence.answer_arrays import read_choice_arrays
 from app.services.evidence.graders import benchmark_grader
 from app.services.evidence.labelled_items import slice_text
 from app.services.evidence.labels import current_label_subquery
 from app.services.evidence.outcomes import is_unanswerable
+from app.services.evidence.payload_fields import payload_text
 from app.services.evidence.resolution import resolved_values
 from app.stats.label_errors import NO_ANSWER, OFF_OPTIONS
 from app.tables import Benchmark, BenchmarkKind, Detector, Instance, Prediction
@@ -39,7 +42,9 @@ class AnswerMatrix:
 
     ``answers[i][j]`` is model ``j``'s answer to item ``i`` (None: no answer);
     ``probabilities[j]`` maps an item row to model ``j``'s option probabilities, for models
-    that give them.
+    that give them. A matrix read as arrays (``load_answers(..., arrays=True)``) holds
+    ``codes`` (n, m) and ``option_probs`` (n, m, K) instead, and builds those two lists only
+    when asked.
     """
 
     benchmark: Benchmark
@@ -50,9 +55,65 @@ class AnswerMatrix:
     labels: list[str | None]
     n_options: NDArray[np.int64]
     models: list[str]
-    answers: list[list[str | None]]
-    probabilities: list[dict[int, dict[str, float]]] = field(default_factory=list)
+    answer_rows: list[list[str | None]] | None = None
+    probability_rows: list[dict[int, dict[str, float]]] | None = None
     slices: list[str] | None = None
+    codes: NDArray[np.int64] | None = None
+    option_probs: NDArray[np.float64] | None = None
+
+    @cached_property
+    def answers(self) -> list[list[str | None]]:
+        """``answers[i][j]``: model ``j``'s answer to item ``i`` (None: no answer)."""
+        if self.answer_rows is not None:
+            return self.answer_rows
+        assert self.codes is not None
+        # Read as arrays: an off-option answer's text is not kept (it names no option).
+        letters = [None, "?", *LETTERS]
+        return [[letters[c + 2] for c in row] for row in self.codes.tolist()]
+
+    @cached_property
+    def probabilities(self) -> list[dict[int, dict[str, float]]]:
+        """``probabilities[j][i]``: model ``j``'s option probabilities on item row ``i``."""
+        if self.probability_rows is not None:
+            return self.probability_rows
+        out: list[dict[int, dict[str, float]]] = [{} for _ in self.models]
+        if self.option_probs is None:
+            return out
+        letters = LETTERS[: self.option_probs.shape[2]]
+        for row, j in zip(*np.nonzero(~np.isnan(self.option_probs).all(axis=2)), strict=True):
+            out[int(j)][int(row)] = dict(
+                zip(letters, self.option_probs[row, j].tolist(), strict=True)
+            )
+        return out
+
+    def with_probabilities(self) -> list[int]:
+        """The columns of models that gave option probabilities on some item."""
+        if self.option_probs is not None:
+            return np.flatnonzero(~np.isnan(self.option_probs).all(axis=(0, 2))).tolist()
+        return [j for j, probs in enumerate(self.probability_rows or []) if probs]
+
+    def option_probabilities(self, model: int) -> NDArray[np.float64]:
+        """Model ``model``'s option probabilities, shape (n, K); NaN rows where it gave none."""
+        if self.option_probs is not None:
+            return self.option_probs[:, model, :].copy()
+        k = self.n_classes
+        probs = np.full((len(self.labels), k), np.nan)
+        for row, p in self.probabilities[model].items():
+            probs[row] = [float(p.get(letter, 0.0)) for letter in LETTERS[:k]]
+        return probs
+
+    def option_probability_array(self, models: Sequence[int]) -> NDArray[np.float64] | None:
+        """Option probabilities of these models, shape (n, len(models), K), or None if none."""
+        if self.option_probs is not None:
+            return self.option_probs[:, list(models), :]
+        given = [j for j in models if self.probabilities[j]]
+        if not given:
+            return None
+        out = np.full((len(self.labels), len(models), self.n_classes), np.nan)
+        for c, j in enumerate(models):
+            if j in given:
+                out[:, c, :] = self.option_probabilities(j)
+        return out
 
     @property
     def is_choice(self) -> bool:
@@ -72,9 +133,17 @@ class AnswerMatrix:
         ndarray of int64, shape (n,)
 
         """
-        return np.array(
-            [_letter_code(v, int(k)) for v, k in zip(self.labels, self.n_options, strict=True)]
+        return self._label_index
+
+    @cached_property
+    def _label_index(self) -> NDArray[np.int64]:
+        index = {letter: i for i, letter in enumerate(LETTERS)}
+        codes = np.fromiter(
+            (index.get(v, -1) if v is not None else -1 for v in self.labels),
+            dtype=np.int64,
+            count=len(self.labels),
         )
+        return np.where(codes < self.n_options, codes, -1)
 
     def answer_codes(self, models: Sequence[int] | None = None) -> NDArray[np.int64]:
         """Answers as option indices: -1 no answer, -2 an answer naming no option.
@@ -90,6 +159,10 @@ class AnswerMatrix:
 
         """
         cols = range(len(self.models)) if models is None else models
+        if self.codes is not None:
+            cols = list(cols)
+            # Every column in order (the rankers' voters): the array itself, not a copy.
+            return self.codes if cols == list(range(self.codes.shape[1])) else self.codes[:, cols]
         out = np.full((len(self.answers), len(cols)), NO_ANSWER, dtype=np.int64)
         for i, (row, k) in enumerate(zip(self.answers, self.n_options, strict=True)):
             for c, j in enumerate(cols):
@@ -135,6 +208,7 @@ def load_answers(
     k: int = 2,
     models: Sequence[str] | None = None,
     slice_field: str | None = None,
+    arrays: bool = False,
 ) -> AnswerMatrix:
     """The answer matrix of a choice or answer benchmark.
 
@@ -154,6 +228,10 @@ def load_answers(
         name.
     slice_field
         Payload field whose value is each item's slice (``"(none)"`` where absent).
+    arrays
+        On a choice benchmark, read the answers as arrays (``codes``, ``option_probs``: one
+        aggregated read per column, :mod:`app.services.evidence.answer_arrays`) and the items
+        without their payloads; what the rankers read.
 
     Raises
     ------
@@ -167,6 +245,8 @@ def load_answers(
             "choice and answer benchmarks",
             field="benchmark",
         )
+    if arrays and benchmark.kind == BenchmarkKind.choice.value:
+        return _load_arrays(session, benchmark, label, labels, k, models, slice_field)
     value = current_label_subquery(label) if labels == "original" else None
     columns: list[Any] = [Instance.id, Instance.external_id, Instance.group_key, Instance.payload]
     if value is not None:
@@ -211,7 +291,63 @@ def load_answers(
         ],
         n_options=np.array([len(r[3].get("options") or []) for r in rows], dtype=np.int64),
         models=names,
-        answers=answers,
-        probabilities=probabilities,
+        answer_rows=answers,
+        probability_rows=probabilities,
         slices=None if slice_field is None else [slice_text(r[3].get(slice_field)) for r in rows],
+    )
+
+
+def _option_count(dialect: str) -> Any:
+    """The number of the item's options, read in the database (0 without any)."""
+    if dialect == "postgresql":
+        options = Instance.payload.op("->")(literal_column("'options'"))
+        return func.coalesce(func.jsonb_array_length(options), 0)
+    return func.coalesce(func.json_array_length(Instance.payload, literal_column("'$.options'")), 0)
+
+
+def _load_arrays(
+    session: Session,
+    benchmark: Benchmark,
+    label: str,
+    labels: str,
+    k: int,
+    models: Sequence[str] | None,
+    slice_field: str | None,
+) -> AnswerMatrix:
+    """:func:`load_answers` of a choice benchmark, its answers read as arrays."""
+    dialect = session.get_bind().dialect.name
+    value = current_label_subquery(label) if labels == "original" else None
+    columns: list[Any] = [Instance.id, Instance.external_id, Instance.group_key]
+    columns.append(_option_count(dialect))
+    columns.append(value if value is not None else literal(None))
+    if slice_field is not None:
+        columns.append(payload_text(dialect, slice_field))
+    result = session.connection().execute(
+        select(*columns).where(Instance.benchmark_id == benchmark.id).order_by(Instance.id)
+    )
+    # Plain DBAPI tuples: 100,000 row objects cost as much as the read itself.
+    rows = result.cursor.fetchall() if result.cursor is not None else []
+    result.close()
+    resolved = resolved_values(session, benchmark.id, label, k=k) if value is None else None
+    ids = np.array([r[0] for r in rows], dtype=np.int64)
+    n_options = np.array([r[3] for r in rows], dtype=np.int64)
+    read = read_choice_arrays(session, ids, n_options, models)
+    missing = [m for j, m in enumerate(read.models) if (read.codes[:, j] == NO_ANSWER).all()]
+    if models is not None and missing:
+        raise InvalidInput(f"no answers of {sorted(missing)} on {benchmark.name!r}", field="models")
+    return AnswerMatrix(
+        benchmark=benchmark,
+        label=label,
+        instance_ids=ids,
+        external_ids=[r[1] for r in rows],
+        groups=[r[2] for r in rows],
+        labels=[
+            None if is_unanswerable(v) else v
+            for v in (r[4] if resolved is None else resolved.get(r[0]) for r in rows)
+        ],
+        n_options=n_options,
+        models=read.models,
+        slices=None if slice_field is None else [slice_text(r[5]) for r in rows],
+        codes=read.codes,
+        option_probs=read.probs,
     )

@@ -321,12 +321,18 @@ def _score_arrays(
             np.frombuffer(ids, dtype=">i8").astype(np.int64),
             np.frombuffer(scores, dtype=">f8").astype(np.float64),
         )
-    result = session.connection().execute(select(Score.instance_id, Score.score).where(*where))
-    # Plain DBAPI tuples into one array: row objects cost as much as the read itself.
-    rows = result.cursor.fetchall() if result.cursor is not None else []
-    result.close()
-    table = np.array(rows, dtype=np.float64).reshape(-1, 2)  # a null score becomes NaN
-    return table[:, 0].astype(np.int64), table[:, 1]
+    # One row of two comma-separated texts, parsed by numpy: 100,000 rows as Python tuples cost
+    # more than the read itself. 17 significant digits ('!' lifts SQLite's limit of 16) read
+    # back as the stored double; a null score is "nan".
+    text = func.iif(Score.score.is_(None), "nan", func.printf("%!.17g", Score.score))
+    q = select(func.group_concat(Score.instance_id), func.group_concat(text)).where(*where)
+    ids, scores = session.execute(q).one()
+    if not ids:
+        return np.empty(0, dtype=np.int64), np.empty(0)
+    return (
+        np.fromstring(ids, dtype=np.int64, sep=","),
+        np.fromstring(scores, dtype=np.float64, sep=","),
+    )
 
 
 def ab_choices(session: Session, items: LabelledItems) -> list[str] | None:

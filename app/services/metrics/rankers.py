@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ from app.services.evidence.benchmarks import bump_data_version, get_benchmark
 from app.services.evidence.detectors import RANKER_KIND, RANKER_PREFIX, ensure_detector
 from app.services.metrics.verdicts import verdict_vector
 from app.sql.bulk import bulk_insert
-from app.stats import combiner, label_errors
+from app.stats import combiner, crowd_rankers, label_errors
 from app.stats.metrics import auprc, auroc
 from app.tables import Benchmark, Instance, Score, utcnow
 
@@ -49,10 +50,11 @@ DETAILS_KEY = "rankers"
 class RankInputs:
     """What the rankers read: the answers, who votes, the local model's probabilities, targets.
 
-    ``voters`` are the answer columns that count as votes (every model but the local one);
-    ``local`` is the column of the first model (by name) with option probabilities, if any;
-    ``train`` holds the 0/1 verdicts (NaN where absent) the combiner learns from: resolved
-    review where an item was reviewed, else the expert label set ``train_label``
+    ``voters`` are the answer columns that count as votes (every model: each votes with its
+    option probabilities where it gave them, else with its answer); ``local`` is the column of
+    the first model (by name) with option probabilities, if any; ``train`` holds the 0/1
+    verdicts (NaN where absent) the combiner learns from: resolved review where an item was
+    reviewed, else the expert label set ``train_label``
     (:mod:`app.services.metrics.verdicts`). ``frozen`` is a frozen combiner to apply instead
     of fitting one (``--apply-from``); ``fitted`` is where the combiner leaves what it learnt
     or applied (its artifact and fingerprint), for :func:`store_rankers` to keep.
@@ -65,6 +67,56 @@ class RankInputs:
     train: NDArray[np.float64]
     frozen: dict[str, Any] | None = None
     fitted: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def evidence(self) -> ChoiceEvidence:
+        """The voters' soft votes on the labelled items of a choice benchmark (computed once)."""
+        answers, labels, ok, k = _choice_inputs(self)
+        probs = self.matrix.option_probability_array(self.voters)
+        everywhere = ok.all()  # no copy of the arrays when every item has a label
+        return ChoiceEvidence(
+            labels if everywhere else labels[ok],
+            ok,
+            self.matrix.n_options if everywhere else self.matrix.n_options[ok],
+            answers if everywhere else answers[ok],
+            k,
+            None if probs is None else probs[ok],
+        )
+
+
+@dataclass(frozen=True)
+class ChoiceEvidence:
+    """The labelled items' evidence: labels, options, hard answers, probabilities (rows ``ok``).
+
+    ``probs`` (n, m, K) is None when no voter gave option probabilities; the soft votes are
+    built on first use (the consensus ranker on hard answers needs none).
+    """
+
+    labels: NDArray[np.int64]
+    ok: NDArray[np.bool_]
+    n_options: NDArray[np.int64]
+    answers: NDArray[np.int64]
+    n_classes: int
+    probs: NDArray[np.float64] | None
+
+    @cached_property
+    def votes(self) -> crowd_rankers.SoftVotes:
+        """Every voter's soft vote (its probabilities, else its answer one-hot)."""
+        return crowd_rankers.soft_votes(self.answers, self.probs, self.n_classes)
+
+    def scatter(self, values: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Scores of the labelled items as scores of every item (NaN where unlabelled)."""
+        return _scatter(self.ok, values)
+
+    def against_share(self) -> NDArray[np.float64]:
+        """The share of the votes on the strongest other option (the consensus tie-break)."""
+        if self.probs is None:
+            return crowd_rankers.hard_consensus(self.answers, self.labels, self.n_classes)[1]
+        return crowd_rankers.against_share(self.votes, self.labels)
+
+    def of_label(self, posterior: NDArray[np.float64]) -> NDArray[np.float64]:
+        """1 - each item's posterior probability of its label, scattered to every item."""
+        return self.scatter(1.0 - posterior[np.arange(self.labels.size), self.labels])
 
 
 @dataclass(frozen=True)
@@ -95,6 +147,8 @@ def _choice_inputs(
 
 
 def _scatter(ok: NDArray[np.bool_], values: NDArray[np.float64]) -> NDArray[np.float64]:
+    if values.shape[0] == ok.shape[0]:
+        return values  # every item has a label
     out = np.full(ok.shape[0], np.nan)
     out[ok] = values
     return out
@@ -106,30 +160,59 @@ def _consensus(inputs: RankInputs, _: dict[str, NDArray[np.float64]]) -> NDArray
         correct = m.correct()[:, inputs.voters]
         with np.errstate(invalid="ignore"):
             return 1.0 - np.nanmean(np.where(np.isnan(correct), np.nan, correct), axis=1)
-    answers, labels, ok, k = _choice_inputs(inputs)
-    return _scatter(ok, label_errors.consensus_scores(answers[ok], labels[ok], k))
+    ev = inputs.evidence
+    if ev.labels.size == 0:
+        return ev.scatter(np.empty(0))
+    # Ties (every model against the label: hundreds of MMLU items) go to the stronger plurality
+    # for one other option; no other pair of items changes order.
+    if ev.probs is None:
+        consensus, share = crowd_rankers.hard_consensus(ev.answers, ev.labels, ev.n_classes)
+    else:
+        consensus = crowd_rankers.soft_consensus(ev.votes, ev.labels)
+        share = ev.against_share()
+    return ev.scatter(crowd_rankers.tie_break(consensus, share))
 
 
 def _weighted(inputs: RankInputs, _: dict[str, NDArray[np.float64]]) -> NDArray[np.float64]:
-    answers, labels, ok, k = _choice_inputs(inputs)
-    scores, _weights = label_errors.weighted_consensus_scores(answers[ok], labels[ok], k)
-    return _scatter(ok, scores)
+    ev = inputs.evidence
+    # CROWDLAB's classifier term: the models' average probability vector (soft votes).
+    scores, _weights = label_errors.weighted_consensus_scores(
+        ev.answers, ev.labels, ev.n_classes, crowd_rankers.ensemble_distribution(ev.votes)
+    )
+    return ev.scatter(crowd_rankers.tie_break(scores, ev.against_share()))
 
 
 def _cleanlab(inputs: RankInputs, _: dict[str, NDArray[np.float64]]) -> NDArray[np.float64]:
-    answers, labels, ok, k = _choice_inputs(inputs)
-    probs = label_errors.vote_distribution(answers[ok], k)
-    return _scatter(ok, label_errors.cleanlab_scores(labels[ok], probs))
+    ev = inputs.evidence
+    probs = crowd_rankers.ensemble_distribution(ev.votes)
+    return ev.scatter(label_errors.cleanlab_scores(ev.labels, probs))
+
+
+def _dawid_skene(inputs: RankInputs, _: dict[str, NDArray[np.float64]]) -> NDArray[np.float64]:
+    ev = inputs.evidence
+    posterior, _confusion = crowd_rankers.dawid_skene(ev.votes, ev.n_options)
+    return ev.of_label(posterior)
+
+
+def _one_coin(inputs: RankInputs, _: dict[str, NDArray[np.float64]]) -> NDArray[np.float64]:
+    ev = inputs.evidence
+    posterior, _accuracy = crowd_rankers.one_coin(ev.votes, ev.n_options)
+    return ev.of_label(posterior)
+
+
+def _item_response(inputs: RankInputs, _: dict[str, NDArray[np.float64]]) -> NDArray[np.float64]:
+    ev = inputs.evidence
+    n = ev.labels.size
+    correct = np.where(ev.votes.answered, ev.votes.votes[np.arange(n), :, ev.labels], np.nan)
+    ability, difficulty = crowd_rankers.rasch(correct)
+    # The fitted chance that the ablest model does not give the label.
+    return ev.scatter(1.0 / (1.0 + np.exp(ability.max() - difficulty)))
 
 
 def _local_probs(inputs: RankInputs) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
     """The local model's option probabilities (n, K) and which rows have them."""
-    m = inputs.matrix
     assert inputs.local is not None
-    k = m.n_classes
-    probs = np.full((len(m.labels), k), np.nan)
-    for row, p in m.probabilities[inputs.local].items():
-        probs[row] = [float(p.get(letter, 0.0)) for letter in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:k]]
+    probs = inputs.matrix.option_probabilities(inputs.local)
     return probs, ~np.isnan(probs).any(axis=1)
 
 
@@ -205,7 +288,28 @@ RANKERS: dict[str, Ranker] = {
             _weighted,
         ),
         Ranker(
-            "cleanlab", "1 - cleanlab label quality under the models' votes", ("choice",), _cleanlab
+            "cleanlab",
+            "1 - cleanlab label quality under the models' average probabilities (votes)",
+            ("choice",),
+            _cleanlab,
+        ),
+        Ranker(
+            "dawid-skene",
+            "1 - P(label) under Dawid-Skene (a confusion matrix per model, EM)",
+            ("choice",),
+            _dawid_skene,
+        ),
+        Ranker(
+            "one-coin",
+            "1 - P(label) when each model is right with its own accuracy (EM)",
+            ("choice",),
+            _one_coin,
+        ),
+        Ranker(
+            "item-response",
+            "P(the ablest model misses the label) under a 1PL ability x difficulty fit",
+            ("choice",),
+            _item_response,
         ),
         Ranker(
             "cleanlab-local",
@@ -246,16 +350,15 @@ def rank_inputs(
 
     """
     bench = get_benchmark(session, benchmark)
-    matrix = load_answers(session, bench)
+    matrix = load_answers(session, bench, arrays=True)
     if not matrix.models:
         raise InvalidInput(f"benchmark {bench.name!r} has no model answers to rank with")
     if all(v is None for v in matrix.labels):
         raise InvalidInput(f"benchmark {bench.name!r} has no reference labels to check")
-    local = [j for j, probs in enumerate(matrix.probabilities) if probs]
-    # The local model's vote is its probabilities; every other model votes with its answer,
-    # those with probabilities too (an lm-eval import gives every model probabilities, and
-    # leaving them out would leave no voters at all).
-    voters = [j for j in range(len(matrix.models)) if j not in local[:1]]
+    local = matrix.with_probabilities()
+    # Every model votes: with its option probabilities where it gave them (lm-eval
+    # log-likelihoods, the local answer job), else with its answer.
+    voters = list(range(len(matrix.models)))
     frozen = frozen_combiner(session, apply_from) if apply_from else None
     train, _errata = verdict_vector(session, bench.id, matrix.instance_ids, train_label)
     session.expunge(bench)
