@@ -27,7 +27,7 @@ from app.services.evidence.benchmarks import get_benchmark
 from app.services.jobs import queue as job_queue
 from app.services.jobs.kind import enqueue
 from app.services.jobs.rank_errors import RankErrorsParams
-from app.services.metrics.rankers import DEFAULT_RULE, rank_inputs
+from app.services.metrics.rankers import DEFAULT_RULE, RANKERS, rank_inputs
 from app.services.metrics.verdicts import review_verdicts
 from app.services.review import queues
 from app.settings import Settings
@@ -201,9 +201,11 @@ def test_train_on_some_subjects_score_every_item_and_apply_frozen(
     assert np.isnan(inputs.train).all() and len(scores) == 100
     frozen = cb.Combiner.from_dict(details["combiner"]["combiner"])
     m = inputs.matrix
+    # Every ranker the job stored for dst that does not learn from verdicts is a feature.
     others = {
         n: _scores_by_row(store, "dst", f"ranker:{n}", m.instance_ids)
-        for n in ("consensus", "weighted-consensus", "cleanlab")
+        for n, ranker in RANKERS.items()
+        if not ranker.needs_training and not ranker.needs_local
     }
     feats = cb.combiner_features(
         m.answer_codes(inputs.voters), m.label_codes(), 4,
