@@ -51,7 +51,7 @@ def run_critic(ctx: JobContext) -> dict[str, Any]:
         done += len(items)
 
         def write(session: Session, verdicts: list[CriticVerdict] = verdicts) -> None:
-            write_verdicts(session, plan, params.mode, verdicts)
+            write_verdicts(session, plan, str(params.mode), verdicts)
 
         ctx.commit(write, done=done, total=total)
     result: dict[str, Any] = {"detector": params.detector, "mode": params.mode}

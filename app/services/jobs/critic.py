@@ -47,7 +47,8 @@ class CriticParams(JobParams):
     OpenAI-compatible server at ``base_url`` (backend ``remote``, ``generate`` only). ``mode``
     ``generate`` parses the model's last line strictly (items without a valid verdict get no
     score and are counted); ``forced`` prefills ``VERDICT:`` and reads the label tokens' logits
-    (every item scored). No mode means the registered model's own (``forced`` for SmolLM2).
+    (every item scored). No mode means the registered model's own (``forced`` for SmolLM2, whose
+    replies are almost never a verdict line), ``generate`` for a server.
     With a ``limit``, the items are a sample of that size drawn with ``seed``; without, all.
     ``detector`` defaults to ``critic:<model>``.
     """
@@ -57,7 +58,7 @@ class CriticParams(JobParams):
     detector: str = ""
     backend: str = "local"
     base_url: str | None = None
-    mode: str = "generate"
+    mode: str | None = None
     limit: int | None = None
     seed: int = 0
     max_new_tokens: int = 256
@@ -70,6 +71,8 @@ class CriticParams(JobParams):
 
     def validate(self) -> None:
         """Modes, backends and counts in range; a remote critic needs its server and generates."""
+        if not self.mode:  # built without the store's default (see session_defaults)
+            self._set("mode", "generate")
         checks: list[tuple[bool, str, str]] = [
             (self.mode in CRITIC_MODES, "mode", f"must be one of {', '.join(CRITIC_MODES)}"),
             (self.backend in BACKENDS, "backend", f"must be one of {', '.join(BACKENDS)}"),
