@@ -130,17 +130,17 @@ class CriticParams(JobParams):
         )
 
     def links(self, result: Mapping[str, Any]) -> list[JobLink]:
-        """Its score beside the other detectors, and the items it scored."""
+        """Its score beside the other detectors, and the items it scored (when it scored any)."""
+        matrix = JobLink(
+            "Its score beside the other detectors (metric matrix)", "metrics", self.benchmark
+        )
+        if not result.get("scored"):
+            table = JobLink(f"{self.benchmark}: the instance table", "table", self.benchmark)
+            return [matrix, table]
+        scored = InstanceFilter(score_detector=self.detector, score_min=0.0)
         return [
-            JobLink(
-                "Its score beside the other detectors (metric matrix)", "metrics", self.benchmark
-            ),
-            JobLink(
-                "The items it scored (instance table)",
-                "table",
-                self.benchmark,
-                table=InstanceFilter(score_detector=self.detector, score_min=0.0),
-            ),
+            matrix,
+            JobLink("The items it scored (instance table)", "table", self.benchmark, table=scored),
         ]
 
     def run_detector(self) -> RunDetector:
