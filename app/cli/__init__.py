@@ -50,6 +50,11 @@ COMMANDS: tuple[Lazy, ...] = (
         "Rank items by how likely their label is wrong (scores of ranker:* detectors).",
     ),
     Lazy(
+        "critic",
+        "workers.cli.audit:critic",
+        "Ask a model whether each item's labelled answer is right (scores of a critic:* detector).",
+    ),
+    Lazy(
         "worker",
         "workers.cli.jobs:worker",
         "Run queued jobs until SIGTERM/SIGINT (the current batch finishes, the job is requeued).",

@@ -310,6 +310,17 @@ def test_lie_probe_bench_on_the_tiny_model(tiny_model_dir: Path) -> None:
         assert op["tpr_exact_ci"][0] <= op["tpr"] <= op["tpr_exact_ci"][1]
 
 
+def test_critic_bench_on_the_tiny_model(tiny_model_dir: Path) -> None:
+    report = run_bench(
+        "critic_bench.py", "--model-dir", tiny_model_dir, "--subjects", "astronomy",
+        "--items", 4, "--modes", "forced", "--batch-size", 4, "--resamples", 20,
+    )  # fmt: skip
+    (run,) = report["runs"]
+    assert (run["items"], run["scored"], run["retention"], run["n"]) == (4, 4, 1.0, 4)
+    assert run["with_probability"] == 4 and run["invalid"] == {}
+    assert run["job_wall_s"] > 0
+
+
 @pytest.mark.skipif("postgresql" not in DIALECTS, reason="templates are PostgreSQL databases")
 def test_a_kept_seed_is_imported_once_and_copied_for_each_run(tmp_path: Path) -> None:
     from sqlalchemy import func, select, text

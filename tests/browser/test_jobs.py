@@ -119,3 +119,38 @@ def test_rank_errors_and_answer_start_from_the_jobs_page_with_eta(
     expect(page.locator(".judge-estimate")).to_contain_text(f"{MODEL}: no estimate yet")
     context.close()
     assert problems == []
+
+
+def test_critic_starts_from_the_jobs_page_with_a_small_sample(
+    browser: Any, served: tuple[str, Store], tmp_path: Path
+) -> None:
+    """Issue 23 item 5: the LLM critic starts from the generic form; a bad mode is refused."""
+    url, store = served
+    seed_job_targets(store.factory, tmp_path)
+    context = signed_in_context(browser, url, store.settings, role="admin")
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.goto(f"{url}/jobs")
+    page.get_by_role("link", name="Critic", exact=True).click()
+    expect(page).to_have_url(f"{url}/jobs/new/critic")
+    fields = {"benchmark": CHOICE, "model": MODEL, "limit": "2"}
+    submit_form(page, "job-start", {**fields, "mode": "calibrated"}, refused=422)
+    expect(page.locator("#error-job-start-mode")).to_contain_text("generate, forced")
+    # No mode: the registered model's own (forced for this one).
+    submit_form(page, "job-start", {**fields, "mode": ""})
+    expect(page).to_have_url(re.compile(r"/jobs/\d+$"))
+    expect(page.locator("#job")).to_contain_text(
+        f"Critic {MODEL} (forced) checks {CHOICE}'s labels as critic:{MODEL}, a sample of 2 items"
+    )
+    with transaction(store.factory) as s:
+        job = job_queue.get_job(s, int(page.url.rsplit("/", 1)[1]))
+    assert job.kind == "critic" and job.status == "queued"
+    assert (job.params["benchmark"], job.params["limit"], job.params["mode"]) == (
+        CHOICE,
+        2,
+        "forced",
+    )
+    context.close()
+    assert problems == []

@@ -75,6 +75,11 @@ REQUESTS: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
         {"benchmark": CHOICE, "model": MODEL, "template": "No placeholders."},
         "template",
     ),
+    "critic": (
+        {"benchmark": CHOICE, "model": MODEL, "limit": 2},
+        {"benchmark": CHOICE, "model": MODEL, "mode": "calibrated"},
+        "mode",
+    ),
     "rank_errors": (
         {"benchmark": CHOICE, "rankers": ["consensus"]},
         {"benchmark": CHOICE, "rankers": ["psychic"]},

@@ -42,7 +42,8 @@ def judge_layers(n_layers: int) -> list[int]:
 class VerdictTokens:
     """Token ids of the verdict labels: ``spaced`` follow ``VERDICT: `` and ``bare`` ``VERDICT:``.
 
-    ``spaced[s]`` / ``bare[s]`` are the ids of slot ``s`` (``A`` or ``B``).
+    ``spaced[s]`` / ``bare[s]`` are the ids of label ``s`` (the judge's slots ``A`` and ``B``,
+    or another protocol's labels), in the order the labels were given.
     """
 
     spaced: dict[str, int]
@@ -50,12 +51,17 @@ class VerdictTokens:
     prefix: list[int]
 
     @property
+    def labels(self) -> list[str]:
+        """The verdict labels, in order."""
+        return list(self.spaced)
+
+    @property
     def all_ids(self) -> list[int]:
-        """Every label id: spaced A, spaced B, bare A, bare B."""
-        return [self.spaced["A"], self.spaced["B"], self.bare["A"], self.bare["B"]]
+        """Every label id: the spaced ones in label order, then the bare ones."""
+        return [*self.spaced.values(), *self.bare.values()]
 
     def slot_of(self, token_id: int) -> str | None:
-        """The slot a label token names, if it is one."""
+        """The label a token names, if it is one."""
         for table in (self.spaced, self.bare):
             for slot, tid in table.items():
                 if tid == token_id:
@@ -63,7 +69,9 @@ class VerdictTokens:
         return None
 
 
-def verdict_tokens(tokenizer: PreTrainedTokenizerBase) -> VerdictTokens:
+def verdict_tokens(
+    tokenizer: PreTrainedTokenizerBase, labels: Sequence[str] = SLOTS
+) -> VerdictTokens:
     """Check that each verdict label is one token after the prefix, and return the ids.
 
     Raises
@@ -74,10 +82,10 @@ def verdict_tokens(tokenizer: PreTrainedTokenizerBase) -> VerdictTokens:
     """
     tables: dict[str, dict[str, int]] = {}
     for kind, sep in (("spaced", " "), ("bare", "")):
-        prefix, ids = single_token_ids(tokenizer, VERDICT_PREFIX, [sep + slot for slot in SLOTS])
-        tables[kind] = dict(zip(SLOTS, ids, strict=True))
-    if len(set(tables["spaced"].values()) | set(tables["bare"].values())) != 4:
-        raise ValueError("verdict labels A and B share a token")
+        prefix, ids = single_token_ids(tokenizer, VERDICT_PREFIX, [sep + label for label in labels])
+        tables[kind] = dict(zip(labels, ids, strict=True))
+    if len(set(tables["spaced"].values()) | set(tables["bare"].values())) != 2 * len(labels):
+        raise ValueError(f"verdict labels {', '.join(labels)} share a token")
     return VerdictTokens(spaced=tables["spaced"], bare=tables["bare"], prefix=prefix)
 
 
@@ -229,10 +237,10 @@ class _StopAtVerdict:
         return done
 
 
-def _verdict_step(
+def verdict_step(
     tokenizer: PreTrainedTokenizerBase, generated: list[int], tokens: VerdictTokens
 ) -> int | None:
-    """Index of the generated verdict token (a label right after ``VERDICT:``), else None."""
+    """Index of the generated verdict token (the last label right after ``VERDICT:``), else None."""
     for k in range(len(generated) - 1, -1, -1):
         if tokens.slot_of(generated[k]) is not None:
             before = tokenizer.decode(generated[max(0, k - 8) : k])
@@ -326,9 +334,10 @@ def generate_greedy(
 class StepTrace:
     """Per-step records of a generation: label logits and layer states of the newest position.
 
-    ``logits[b, k]`` (``float32[b, steps, 4]``, columns = :attr:`VerdictTokens.all_ids`) and
-    ``states[b, k]`` (``[b, steps, n_layers, d_model]``, None without capture) belong to the
-    forward that produced generated token ``k``: its input ended with the token before ``k``.
+    ``logits[b, k]`` (``float32[b, steps, 2 * n_labels]``, columns =
+    :attr:`VerdictTokens.all_ids`) and ``states[b, k]`` (``[b, steps, n_layers, d_model]``, None
+    without capture) belong to the forward that produced generated token ``k``: its input ended
+    with the token before ``k``.
     """
 
     generated: list[list[int]]
@@ -344,6 +353,7 @@ def generate_traced(
     max_new_tokens: int,
     layers: Sequence[int] | None,
     stop_at_verdict: bool = True,
+    tokens: VerdictTokens | None = None,
 ) -> StepTrace:
     """Greedy generation that keeps, for every step, the label logits and the layer states.
 
@@ -359,11 +369,13 @@ def generate_traced(
         Layers to keep per step (HF ``hidden_states`` indices), or None.
     stop_at_verdict
         End a row once it wrote a verdict label after ``VERDICT:``.
+    tokens
+        The verdict labels whose logits are kept (default: the judge's ``A`` and ``B``).
 
     """
     import torch
 
-    tokens = verdict_tokens(tokenizer)
+    tokens = tokens or verdict_tokens(tokenizer)
     recorder = None
     if layers is not None:
         blocks = decoder_blocks(model)
@@ -402,7 +414,7 @@ def read_generated(
     """
     text = tokenizer.decode(generated, skip_special_tokens=True)
     parsed = parse_output(text)
-    step = _verdict_step(tokenizer, generated, tokens) if parsed.valid else None
+    step = verdict_step(tokenizer, generated, tokens) if parsed.valid else None
     error = parsed.error
     if parsed.valid and (step is None or tokens.slot_of(generated[step]) != parsed.slot):
         error = "the verdict is not a single label token after VERDICT:"

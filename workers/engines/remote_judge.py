@@ -25,24 +25,27 @@ API_KEY_ENV = "APPELLATE_REMOTE_API_KEY"
 TOP_LOGPROBS = 10
 
 
-def verdict_scores(entries: Sequence[dict[str, Any]]) -> tuple[dict[str, float] | None, int | None]:
+def verdict_scores(
+    entries: Sequence[dict[str, Any]], labels: Sequence[str] = SLOTS
+) -> tuple[dict[str, float] | None, int | None]:
     """Label log-probabilities at the verdict token of a ``logprobs.content`` list.
 
-    The verdict token is the last entry whose text is a label (``A``/``B``, optionally spaced)
-    right after ``VERDICT:``; the score of each label is its best log-probability among that
-    position's alternatives (a label absent from the top list gets none: returns None).
+    The verdict token is the last entry whose text is a label (``A``/``B`` for the judge,
+    optionally spaced) right after ``VERDICT:``; the score of each label is its best
+    log-probability among that position's alternatives (a label absent from the top list gets
+    none: returns None).
 
     Returns
     -------
     scores : dict or None
-        ``{"A": logprob, "B": logprob}``.
+        ``{label: logprob}``, e.g. ``{"A": -0.2, "B": -1.7}``.
     index : int or None
         Position of the verdict token in ``entries``.
 
     """
     texts = [str(e.get("token", "")) for e in entries]
     for k in range(len(entries) - 1, -1, -1):
-        if texts[k].strip() not in SLOTS:
+        if texts[k].strip() not in labels:
             continue
         if not "".join(texts[max(0, k - 8) : k]).rstrip(" ").endswith(VERDICT_PREFIX):
             continue
@@ -50,9 +53,9 @@ def verdict_scores(entries: Sequence[dict[str, Any]]) -> tuple[dict[str, float] 
         alternatives = [entries[k], *entries[k].get("top_logprobs", [])]
         for alt in alternatives:
             label = str(alt.get("token", "")).strip()
-            if label in SLOTS and label not in found:
+            if label in labels and label not in found:
                 found[label] = float(alt["logprob"])
-        return (found if len(found) == 2 else None), k
+        return (found if len(found) == len(labels) else None), k
     return None, None
 
 
@@ -78,6 +81,45 @@ def read_completion(body: dict[str, Any], seconds: float) -> JudgeOutput:
     )
 
 
+def openai_client(base_url: str, *, timeout: float = 600.0) -> httpx.Client:
+    """A client of the server at ``base_url``; the API key (if any) comes from the environment."""
+    headers = {}
+    key = os.environ.get(API_KEY_ENV)
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout)
+
+
+def chat_completion(
+    client: httpx.Client,
+    model: str,
+    messages: list[dict[str, str]],
+    max_tokens: int,
+    *,
+    top_logprobs: int = TOP_LOGPROBS,
+) -> tuple[dict[str, Any], float]:
+    """One greedy chat completion with the top log-probabilities; the body and its seconds.
+
+    Raises
+    ------
+    httpx.HTTPStatusError
+        When the server refuses the request.
+
+    """
+    request = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "logprobs": True,
+        "top_logprobs": top_logprobs,
+    }
+    started = time.perf_counter()
+    response = client.post("/chat/completions", json=request)
+    response.raise_for_status()
+    return response.json(), time.perf_counter() - started
+
+
 @dataclass
 class RemoteEngine:
     """Calls ``{base_url}/chat/completions`` with greedy decoding, ``batch_size`` at a time."""
@@ -89,12 +131,7 @@ class RemoteEngine:
     @classmethod
     def from_params(cls, params: JudgeParams, *, timeout: float = 600.0) -> RemoteEngine:
         """An engine for the job's server; the API key (if any) comes from the environment."""
-        headers = {}
-        key = os.environ.get(API_KEY_ENV)
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        base = (params.base_url or "").rstrip("/")
-        return cls(params, httpx.Client(base_url=base, headers=headers, timeout=timeout))
+        return cls(params, openai_client(params.base_url or "", timeout=timeout))
 
     def describe(self) -> dict[str, Any]:
         """Details stored on the judge detector."""
@@ -115,18 +152,10 @@ class RemoteEngine:
         messages = self.params.prompt.messages(
             unit.prompt, unit.response_a, unit.response_b, unit.order
         )
-        request = {
-            "model": self.params.model,
-            "messages": messages,
-            "max_tokens": self.params.max_new_tokens,
-            "temperature": 0,
-            "logprobs": True,
-            "top_logprobs": TOP_LOGPROBS,
-        }
-        started = time.perf_counter()
-        response = self.client.post("/chat/completions", json=request)
-        response.raise_for_status()
-        return read_completion(response.json(), time.perf_counter() - started)
+        body, seconds = chat_completion(
+            self.client, self.params.model, messages, self.params.max_new_tokens
+        )
+        return read_completion(body, seconds)
 
     def judge(self, units: Sequence[Unit]) -> list[JudgeOutput]:
         """Judge one batch with concurrent requests (the server batches them)."""

@@ -12,11 +12,19 @@ from app.sql.bulk import one_of
 from app.sql.lookup import ensure_named
 from app.tables import Detector
 
-# model: a model's categorical answers (predictions); ranker: a label-error ranker's scores.
-DETECTOR_KINDS = ("judge", "reward_model", "probe", "baseline", "external", "model", "ranker")
+# model: a model's categorical answers (predictions); ranker: a label-error ranker's scores;
+# critic: a model's probability that an item's labelled answer or question is wrong.
+DETECTOR_KINDS = (
+    "judge", "reward_model", "probe", "baseline", "external", "model", "ranker", "critic",
+)  # fmt: skip
 RANKER_KIND = "ranker"
 RANKER_PREFIX = "ranker:"
 """Label-error rankers are detectors ``ranker:<name>`` of kind ``ranker``."""
+CRITIC_KIND = "critic"
+CRITIC_PREFIX = "critic:"
+"""LLM critics are detectors ``critic:<model>`` (by default) of kind ``critic``."""
+REVIEW_RANKING_KINDS = frozenset({RANKER_KIND, CRITIC_KIND})
+"""Kinds whose scores rank items for review (the top-k metrics apply to them)."""
 
 
 def ensure_detector(

@@ -5,7 +5,6 @@ Its option-letter probabilities become predictions (and, optionally, activations
 
 from __future__ import annotations
 
-import string
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,10 +13,10 @@ from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
 from app.services.evidence.benchmarks import get_benchmark
-from app.services.evidence.choices import option_letters
 from app.services.evidence.language_models import get_language_model
 from app.services.evidence.model_runs import RunDetector
 from app.services.jobs.kind import JobLink, JobParams, job_kind
+from app.services.jobs.prompt_template import check_template, option_lines, subject_of
 from app.tables import BenchmarkKind
 
 DEFAULT_TEMPLATE = (
@@ -58,15 +57,7 @@ class ChoiceParams(JobParams):
             raise InvalidInput("must be at least 1", field="batch_size")
         if self.limit is not None and self.limit < 1:
             raise InvalidInput("must be at least 1", field="limit")
-        try:
-            names = {f for _, f, _, _ in string.Formatter().parse(self.template) if f}
-        except ValueError as exc:
-            raise InvalidInput(f"not a valid template: {exc}", field="template") from None
-        if "question" not in names or "options" not in names:
-            raise InvalidInput("needs {question} and {options}", field="template")
-        if names - _PLACEHOLDERS:
-            unknown = ", ".join(sorted(names - _PLACEHOLDERS))
-            raise InvalidInput(f"unknown placeholder(s): {unknown}", field="template")
+        check_template(self.template, ("question", "options"), _PLACEHOLDERS)
         if not self.detector:
             self._set("detector", f"{self.model}/choice")
 
@@ -100,13 +91,10 @@ class ChoiceParams(JobParams):
 
     def user_message(self, payload: dict[str, Any]) -> str:
         """The prompt of one item (its question, lettered options and subject)."""
-        options = payload.get("options") or []
-        letters = option_letters(len(options))
-        lines = "\n".join(f"{k}. {text}" for k, text in zip(letters, options, strict=True))
-        subject = str(payload.get("subject") or "").replace("_", " ")
+        subject = subject_of(payload)
         return self.template.format(
             question=payload.get("question", ""),
-            options=lines,
+            options=option_lines(payload.get("options") or []),
             subject=subject,
             about=f" about {subject}" if subject else "",
         )

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from app.services.evidence.detectors import RANKER_KIND
+from app.services.evidence.detectors import REVIEW_RANKING_KINDS
 from app.services.metrics.metrics_query import METRICS_CACHE, MetricsData, Sample
 from app.sql.cache import VersionedCache
 from app.stats.bootstrap import (
@@ -103,8 +103,8 @@ class Cell:
 
 
 def ranks_for_review(detector: Detector) -> bool:
-    """Whether a detector's scores rank items for review: the top-k metrics apply to rankers."""
-    return detector.kind == RANKER_KIND
+    """Whether a detector's scores rank items for review (rankers, critics): top-k metrics."""
+    return detector.kind in REVIEW_RANKING_KINDS
 
 
 def _wanted(detector: Detector, sample: Sample) -> tuple[Metric, ...]:
