@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 import uuid
 import warnings
@@ -24,6 +25,21 @@ from tests.support.file_durations import (  # noqa: F401
     pytest_runtest_logreport,
     pytest_terminal_summary,
 )
+
+# Each pytest-xdist worker gets its share of the cores for torch (and the job workers and CLIs
+# it starts inherit it): two workers each running torch on every core of a two-core machine
+# made the real-model tests wait on each other's spinning threads.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    _share = max(1, len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ.setdefault("OMP_NUM_THREADS", str(_share))
+    os.environ.setdefault("APPELLATE_WORKER_THREADS", str(_share))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Apply the worker's thread share to torch if a plugin imported it before this file."""
+    if "torch" in sys.modules and os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
 
 # Tests of everything but the interval minimum run on a few groups: intervals for any number
 # (tests of issue 21 item 9 pass Settings(min_interval_groups=...) explicitly).
