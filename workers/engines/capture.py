@@ -244,6 +244,8 @@ class CaptureBatch:
 
     ``input_ids``, ``attention_mask`` and ``position_ids`` are ``int64[b, t]``; ``rows`` is
     ``int64[b]`` (the padded index of each item's capture position); ``items`` is ``int64[b]``.
+    For several positions per item, ``gather`` (``int64[k]``) names the batch row of each of
+    ``k`` reads and ``rows`` (then ``int64[k]``) their padded columns.
     """
 
     items: np.ndarray
@@ -251,6 +253,7 @@ class CaptureBatch:
     attention_mask: torch.Tensor
     position_ids: torch.Tensor
     rows: torch.Tensor
+    gather: torch.Tensor | None = None
 
 
 def plan_batches(
@@ -393,6 +396,8 @@ class LayerRecorder:
         self.layers = layers
         self.deepest = max(layers)
         self.rows: torch.Tensor | None = None
+        # With several reads per item: the batch row of each entry of ``rows`` (else row b).
+        self.batch: torch.Tensor | None = None
         self.kept: list[torch.Tensor | None] = [None] * len(layers)
         self._handles: list[Any] = []
         self.stop_at_embeddings = stop and self.deepest == 0
@@ -411,7 +416,8 @@ class LayerRecorder:
         elif col is not None:
             assert self.rows is not None
             rows = self.rows.to(hidden.device)
-            self.kept[col] = hidden[_batch_index(rows), rows]
+            batch = _batch_index(rows) if self.batch is None else self.batch.to(hidden.device)
+            self.kept[col] = hidden[batch, rows]
 
     def _pre_hook(self, col: int) -> Any:
         def hook(_module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -458,6 +464,7 @@ def _run_batch(model: PreTrainedModel, batch: CaptureBatch, recorder: LayerRecor
     """One forward of the model's base over ``batch``, ended by ``recorder``'s stop hook."""
     device = model.get_input_embeddings().weight.device
     recorder.rows = batch.rows.to(device)
+    recorder.batch = None if batch.gather is None else batch.gather.to(device)
     recorder.kept = [None] * len(recorder.layers)
     try:
         model.base_model(

@@ -241,10 +241,10 @@ def _verdict_step(
     return None
 
 
-def _cut_at_end(generated: list[int], stop_ids: set[int]) -> list[int]:
+def _cut_at_end(generated: list[int], stop_ids: set[int], *, keep_end: bool = False) -> list[int]:
     for k, token in enumerate(generated):
         if token in stop_ids:
-            return generated[:k]
+            return generated[: k + 1] if keep_end else generated[:k]
     return generated
 
 
@@ -263,8 +263,12 @@ def _generate(
     max_new_tokens: int,
     step_log: _StepLog | None,
     stop: _StopAtVerdict | None,
+    keep_end: bool = False,
 ) -> list[list[int]]:
-    """Greedy generation for a left-padded batch; the generated ids of each row, cut at EOS."""
+    """Greedy generation for a left-padded batch; the generated ids of each row, cut at EOS.
+
+    With ``keep_end`` the end token that stopped a row is kept as its last id.
+    """
     import torch
     from transformers import LogitsProcessorList, StoppingCriteriaList
 
@@ -286,7 +290,36 @@ def _generate(
             logits_processor=LogitsProcessorList([step_log] if step_log else []),
             stopping_criteria=StoppingCriteriaList([stop] if stop else []),
         )
-    return [_cut_at_end(row[ids.shape[1] :].tolist(), stop_ids) for row in out]
+    return [_cut_at_end(row[ids.shape[1] :].tolist(), stop_ids, keep_end=keep_end) for row in out]
+
+
+def generate_greedy(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+) -> list[tuple[list[int], int | None]]:
+    """Greedy continuations of ``b`` token-id prompts (left-padded), each cut after its end token.
+
+    Returns
+    -------
+    list of (list of int, int or None)
+        Per prompt, the generated ids before the first end token (:func:`_stop_ids`) and that
+        end token, or None when the budget ran out first.
+
+    """
+    rows = _generate(
+        model,
+        tokenizer,
+        prompts,
+        max_new_tokens=max_new_tokens,
+        step_log=None,
+        stop=None,
+        keep_end=True,
+    )
+    stop_ids = _stop_ids(tokenizer, model)
+    return [(r[:-1], r[-1]) if r and r[-1] in stop_ids else (r, None) for r in rows]
 
 
 @dataclass
