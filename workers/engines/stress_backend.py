@@ -59,7 +59,7 @@ class LocalBackend:
     def generate(
         self, chats: Sequence[Sequence[Message]], *, temperature: float, max_tokens: int, seed: int
     ) -> list[str]:
-        """One reply per chat; ``temperature`` 0 is greedy, otherwise plain sampling (no top-k/p)."""
+        """One reply per chat: greedy at ``temperature`` 0, else plain sampling (no top-k/p)."""
         import torch
 
         tok, model = self.loaded.tokenizer, self.loaded.model

@@ -132,7 +132,7 @@ class YesNoQuestion:
 
 
 def yes_no_questions(rows: Iterable[StatementRow]) -> list[YesNoQuestion]:
-    """ "Is it true that <statement>?" for every row; the answer is the statement's label.
+    """The question "Is it true that <statement>?" for every row; the answer is its label.
 
     Parameters
     ----------
