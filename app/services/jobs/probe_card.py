@@ -12,12 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
 from app.services.evidence.language_models import get_language_model
 from app.services.evidence.lie_recipes import get_recipe
 from app.services.jobs.kind import JobLink, JobParams, job_kind
+from app.tables import Job, JobStatus
 
 MAX_SIZE = 2000
 
@@ -65,3 +67,41 @@ class ProbeCardParams(JobParams):
     def links(self, result: Mapping[str, Any]) -> list[JobLink]:
         """The probes page, where the report cards are shown side by side."""
         return [JobLink("Report cards (probes page)", "probes")]
+
+
+@dataclass(frozen=True)
+class CardTable:
+    """Finished report cards side by side: one column per card, one row per stress-test slice.
+
+    ``cells[slice][k]`` is the row of card ``k`` for that slice (None when it has none).
+    """
+
+    cards: list[dict[str, Any]]
+    slices: list[str]
+    cells: dict[str, list[dict[str, Any] | None]]
+
+
+def report_cards(session: Session, limit: int = 12) -> CardTable:
+    """The newest finished card per (recipe, model, size), newest first, as one table."""
+    jobs = session.scalars(
+        select(Job)
+        .where(Job.kind == ProbeCardParams.kind, Job.status == JobStatus.done.value)
+        .order_by(Job.id.desc())
+    )
+    cards: list[dict[str, Any]] = []
+    seen: set[tuple[Any, ...]] = set()
+    for job in jobs:
+        card = job.result or {}
+        key = (card.get("recipe"), card.get("model"), card.get("size"))
+        if "rows" not in card or key in seen:
+            continue
+        seen.add(key)
+        cards.append({**card, "job": job.id})
+        if len(cards) == limit:
+            break
+    slices = list(dict.fromkeys(r["slice"] for c in cards for r in c["rows"]))
+    cells = {
+        name: [next((r for r in c["rows"] if r["slice"] == name), None) for c in cards]
+        for name in slices
+    }
+    return CardTable(cards, slices, cells)
