@@ -53,7 +53,7 @@ def test_card_job_has_every_stress_test_and_renders(
 ):
     store: Store = store_on(settings, engine)
     register_tiny(store, tiny_model_dir)
-    params = {"recipe": "paper", "model": "tiny", "size": 4, "personas": ["contrarian"],
+    params = {"recipe": "paper", "model": "tiny", "size": 3, "personas": ["contrarian"],
               "resamples": 50}  # fmt: skip
     card = run_job(store, "probe_card", params)
     assert [r["slice"] for r in card["rows"]] == SLICES
@@ -61,12 +61,12 @@ def test_card_job_has_every_stress_test_and_renders(
     # Every candidate (question x persona) is either kept or rejected for one counted reason.
     assert personas["kept_pairs"] + sum(personas["rejections"].values()) == personas["considered"]
     likelihood = card["sets"]["likelihood"]
-    assert likelihood["kept_pairs"] + sum(likelihood["rejections"].values()) == 4
+    assert likelihood["kept_pairs"] + sum(likelihood["rejections"].values()) == 3
     for cond in likelihood["verification"].values():
         assert cond["lie_win_rate"] == 1.0 and cond["lie_loglik"] > cond["honest_loglik"]
     compliance = card["sets"]["compliance"]["verification"]
     assert set(compliance) == {"square brackets", "round brackets"}
-    assert card["control"]["n_control"] == 4 and card["control"]["flagged"] <= 1
+    assert card["control"]["n_control"] == 3 and card["control"]["flagged"] <= 1
     with api_client(settings) as client:
         text = client.get("/probes").text
     assert "Report cards" in text and "compliance / round" in text
