@@ -64,6 +64,7 @@ __all__ = [
     "TokenRows",
     "aggregate_token_scores",
     "cross_val_scores",
+    "decision_scores",
     "estimator_layer_curves",
     "get_estimator",
     "lat_direction",
@@ -388,6 +389,7 @@ def mass_mean_direction(
     Returns
     -------
     ndarray of float64, shape (d,)
+        With no within-class spread at all (``W = 0``) the inverse covariance has no effect.
 
     """
     labels = _validate.labels(y)
@@ -403,8 +405,10 @@ def mass_mean_direction(
     m, d = centred.shape
     a = shrinkage * float(np.einsum("ij,ij->", centred, centred)) / (m * d)  # s * trace(W) / d
     b = (1.0 - shrinkage) / m  # S = a I + b U^T U with U = centred
-    if a <= 0:  # every row equals its class mean: W = 0, S = a I would be singular
-        raise ValueError("the rows have no within-class spread; use inverse_covariance=False")
+    if a <= 0:
+        # Every row equals its class mean (e.g. the embeddings of one shared final token):
+        # W = 0, and the isotropic limit of S^{-1} d is d's own direction.
+        return diff
     if d <= m or b == 0:
         cov = b * (centred.T @ centred)
         cov[np.diag_indices(d)] += a
@@ -467,7 +471,8 @@ def lat_direction(
     Returns
     -------
     ndarray of float64, shape (d,)
-        Unit vector oriented so that the positive items' mean projection exceeds the negatives'.
+        Unit vector oriented so that the positive items' mean projection exceeds the negatives'
+        (zeros when all centred differences vanish).
 
     """
     labels = _validate.labels(y)
@@ -484,7 +489,9 @@ def lat_direction(
     diffs -= diffs.mean(axis=0)
     _, sv, vt = np.linalg.svd(diffs, full_matrices=False)
     if sv[0] <= 0:
-        raise ValueError("the paired differences are all equal; LAT has no direction")
+        # Equal differences (e.g. identical rows at a layer that sees one shared token): no
+        # direction, so every item scores alike (AUROC 0.5) instead of failing a layer sweep.
+        return np.zeros(rows.shape[1])
     direction = vt[0]
     proj = rows @ direction
     if proj[labels].mean() < proj[~labels].mean():
@@ -666,6 +673,16 @@ def get_estimator(name: str) -> Estimator:
         raise ValueError(f"unknown estimator {name!r}; one of {', '.join(ESTIMATORS)}") from None
 
 
+def decision_scores(probe: Probe, x: ProbeInput) -> NDArray[np.float64]:
+    """Any probe's logit per item, shape (n,), on item activations or :class:`TokenRows`.
+
+    A :class:`LinearProbe` reads items, so token rows must hold one token per item for it.
+    """
+    if isinstance(probe, LinearProbe) and isinstance(x, TokenRows):
+        return probe.decision_function(_item_layer(x, probe.layer_index))
+    return probe.decision_function(x)
+
+
 # --- evaluation with one fold discipline --------------------------------------------------------
 
 
@@ -707,7 +724,7 @@ def estimator_layer_curves(
     for layer in range(n_layers):
         probe = estimator.fit(x_train, y_train, groups_train, layer_index=layer)
         for curve, (x_k, y_k) in zip(curves, held_out, strict=True):
-            curve[layer] = roc_auc_score(_validate.labels(y_k), probe.decision_function(x_k))
+            curve[layer] = roc_auc_score(_validate.labels(y_k), decision_scores(probe, x_k))
     return curves
 
 
@@ -760,6 +777,6 @@ def cross_val_scores(
     fold = np.full(labels.size, -1, dtype=np.intp)
     for k, (train, test) in enumerate(splits):
         probe = estimator.fit(_take(x, train), labels[train], g[train], layer_index=layer_index)
-        logit[test] = probe.decision_function(_take(x, test))
+        logit[test] = decision_scores(probe, _take(x, test))
         fold[test] = k
     return CrossValScores(cast(np.ndarray, logit), fold, splits)

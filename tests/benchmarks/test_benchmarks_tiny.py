@@ -288,6 +288,26 @@ def test_judge_bench_on_the_tiny_model(tiny_model_dir: Path) -> None:
     assert report["capture_overhead_ratio"] > 0
 
 
+def test_lie_probe_bench_on_the_tiny_model(tiny_model_dir: Path) -> None:
+    report = run_bench(
+        "lie_probe_bench.py", "--model-dir", tiny_model_dir, "--n-facts", 15, "--n-control", 10,
+        "--max-new-tokens", 3, "--layers", 0, 2, 4, "--fpr", 0.2, "--resamples", 50,
+        "--batch-size", 4,
+    )  # fmt: skip
+    assert report["items"] == 30 and report["model_layers"] == 4
+    assert report["capture"]["ratio_per_position_to_one_pass"] > 0
+    expected = {"statement_end/lat", "statement_end/mass_mean_iid", "response/token_logistic_max"}
+    assert expected <= set(report["probes"])
+    for probe in report["probes"].values():
+        assert probe["layer"] in (0, 2, 4) and len(probe["test_auroc_curve"]) == 3
+        op = probe["at_fpr"]
+        if op is None:  # end_of_turn with no control reply that closed its turn
+            continue
+        allowed = 0.2 * op["n_control"]
+        assert allowed - 1 < op["flagged"] <= allowed  # within one item, never above
+        assert op["tpr_exact_ci"][0] <= op["tpr"] <= op["tpr_exact_ci"][1]
+
+
 @pytest.mark.skipif("postgresql" not in DIALECTS, reason="templates are PostgreSQL databases")
 def test_a_kept_seed_is_imported_once_and_copied_for_each_run(tmp_path: Path) -> None:
     from sqlalchemy import func, select, text

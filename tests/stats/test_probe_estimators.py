@@ -20,6 +20,7 @@ from app.stats.probe_estimators import (
     TokenRows,
     aggregate_token_scores,
     cross_val_scores,
+    decision_scores,
     estimator_layer_curves,
     get_estimator,
     mass_mean_direction,
@@ -119,6 +120,17 @@ def test_lat_needs_groups_and_two_pairs():
         LatPca().fit(x, y, np.arange(len(y)), layer_index=0)
 
 
+def test_a_layer_without_spread_scores_every_item_alike():
+    # The embeddings of one shared last token ("."): identical rows, both classes.
+    x = np.ones((12, 1, 5))
+    y = np.tile([0, 1], 6)
+    groups = np.repeat(np.arange(6), 2)
+    for est in (DiffMeans(), DiffMeans(inverse_covariance=True), LatPca()):
+        probe = est.fit(x, y, groups, layer_index=0)
+        scores = probe.decision_function(x)
+        assert np.ptp(scores) == 0 and roc_auc_score(y, scores) == 0.5
+
+
 def token_data(n_items: int = 30, seed: int = 0):
     rng = np.random.default_rng(seed)
     sizes = rng.integers(1, 6, size=n_items)
@@ -195,6 +207,16 @@ def test_layer_curves_find_the_planted_layer_for_every_item_estimator():
         assert curve.shape == (3,) and int(np.argmax(curve)) == 1, name
     (curve,) = estimator_layer_curves(Logistic(lam=1.0), x[tr], y[tr], [(x[va], y[va])])
     assert int(np.argmax(curve)) == 1
+    # Items given as one-token rows (a statement-end capture) score as the plain array does.
+    as_rows = TokenRows.of_items
+    (same,) = estimator_layer_curves(
+        Logistic(lam=1.0), as_rows(x[tr]), y[tr], [(as_rows(x[va]), y[va])]
+    )
+    np.testing.assert_array_equal(same, curve)
+    probe = Logistic(lam=1.0).fit(x[tr], y[tr], layer_index=1)
+    np.testing.assert_array_equal(
+        decision_scores(probe, as_rows(x[va])), probe.decision_function(x[va])
+    )
 
 
 def test_probes_round_trip_through_json():
