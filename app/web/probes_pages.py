@@ -11,6 +11,7 @@ from starlette.responses import HTMLResponse, Response
 
 from app.db import transaction
 from app.services.evidence import probe_views
+from app.services.evidence.lie_recipes import RECIPES
 from app.services.evidence.lie_variants import LIE_VARIANTS, lie_extract_spec
 from app.services.evidence.probe_views import LayerCurve
 from app.services.jobs.apply_probe import ApplyParams
@@ -19,6 +20,7 @@ from app.services.jobs.extract import ExtractParams
 from app.services.jobs.fit_lie_probe import FitLieParams
 from app.services.jobs.fit_probe import FitFlipParams
 from app.services.jobs.kind import JobParams
+from app.services.jobs.probe_card import ProbeCardParams, report_cards
 from app.services.metrics.svg_plots import layer_plot
 from app.web.deps import StoreDep
 from app.web.job_forms import FormData, FormError, submit_job_form
@@ -45,6 +47,7 @@ def _probes_page(
 ) -> HTMLResponse:
     with transaction(store.factory) as session:
         page = probe_views.probes_page(session)
+        table = report_cards(session)
     context = {
         "cards": [{**vars(card), "curve": _plot(card.curve)} for card in page.cards],
         "benchmarks": page.benchmarks,
@@ -53,6 +56,8 @@ def _probes_page(
         "variants": LIE_VARIANTS,
         "frozen": page.frozen,
         "builders": list(BUILDER_NAMES),
+        "recipes": list(RECIPES.values()),
+        "report": table,
         "values": values or {},
         "form_error": error,
     }
@@ -107,6 +112,12 @@ def fit_lie(request: Request, store: StoreDep, form: FormData) -> Response:
 def build_datasets(request: Request, store: StoreDep, form: FormData) -> Response:
     """Queue one of the lie-detector dataset builders (bundled data, default options)."""
     return _submit(request, store, "probe-datasets", BuildDatasetParams, form)
+
+
+@router.post("/probes/card")
+def probe_card(request: Request, store: StoreDep, form: FormData) -> Response:
+    """Queue a recipe's report card (fit, the five stress tests built with the model, scores)."""
+    return _submit(request, store, "probe-card", ProbeCardParams, form)
 
 
 @router.post("/probes/apply")

@@ -301,7 +301,12 @@ def test_probe_forms(admin: Any, served: tuple[str, Store]) -> None:
     submit_form(admin, "probe-apply", {"probe": FROZEN, "benchmark": f.STATEMENTS})
     apply = _queued(admin, store)
     assert (apply[1]["probe"], apply[1]["benchmark"]) == (FROZEN, f.STATEMENTS)
-    assert len({kind for kind, _ in (fit, fit_lie, build, apply)}) == 4
+    admin.goto(probes)
+    submit_form(admin, "probe-card", {"recipe": "zou-repe", "model": "smol", "size": "3"})
+    card = _queued(admin, store)
+    assert card[0] == "probe_card"
+    assert (card[1]["recipe"], card[1]["model"], card[1]["size"]) == ("zou-repe", "smol", 3)
+    assert len({kind for kind, _ in (fit, fit_lie, build, apply, card)}) == 5
 
 
 # A bad value per job form, as a user (or a page edited in the browser's tools) sends it: the
@@ -312,6 +317,7 @@ BAD_JOB_FORMS = [
     ("probe-fit-lie", "layers", {"name": "lie-2", "layers": "1,two"}, None),
     ("probe-datasets", "builder", {"builder": "bogus"}, "builder"),
     ("probe-apply", "probe", {"probe": f.JUDGE, "benchmark": f.STATEMENTS}, "probe"),
+    ("probe-card", "size", {"size": "0"}, "size"),
 ]
 
 

@@ -106,5 +106,10 @@ REQUESTS: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
         "inner",
     ),
     "build_dataset": ({"builder": "roleplay"}, {"builder": "bogus"}, "builder"),
+    "probe_card": (
+        {"recipe": "paper", "model": MODEL},
+        {"recipe": "paper", "model": MODEL, "size": 0},
+        "size",
+    ),
     "warm_up": ({"benchmark": f.PAIRWISE}, {"benchmark": f.PAIRWISE, "resamples": 0}, "resamples"),
 }

@@ -114,8 +114,16 @@ def wait_for_job(store: Store, job_id: int, *, device: str, lease_seconds: float
         return job_queue.get_job(session, job_id)
 
 
-def submit(enqueue: Callable[[Session], Job], wait: bool, device: str) -> None:
-    """Queue a job in one transaction; with ``wait`` run or follow it and print it as JSON."""
+def submit(
+    enqueue: Callable[[Session], Job],
+    wait: bool,
+    device: str,
+    show: Callable[[Job], None] | None = None,
+) -> None:
+    """Queue a job in one transaction; with ``wait`` run or follow it and print it as JSON.
+
+    ``show`` prints a finished (``done``) job its own way instead.
+    """
     job_id = in_store(lambda s: enqueue(s).id)
     typer.echo(f"job {job_id} queued")
     if not wait:
@@ -125,7 +133,10 @@ def submit(enqueue: Callable[[Session], Job], wait: bool, device: str) -> None:
         job = wait_for_job(store, job_id, device=device)
     finally:
         store.close()
-    typer.echo(json.dumps(job_row(job), indent=2))
+    if show is not None and job.status == "done":
+        show(job)
+    else:
+        typer.echo(json.dumps(job_row(job), indent=2))
     if job.status != "done":
         raise typer.Exit(1)
 
@@ -171,7 +182,12 @@ def _option_of(ctx: typer.Context, field: str | None) -> str:
     return f"--{field.replace('_', '-')}" if field else "the parameters"
 
 
-def submit_options(ctx: typer.Context, params_type: type[JobParams], **given: Any) -> None:
+def submit_options(
+    ctx: typer.Context,
+    params_type: type[JobParams],
+    show: Callable[[Job], None] | None = None,
+    **given: Any,
+) -> None:
     """Queue the job whose parameters are the command's options of the same names.
 
     ``given`` adds the parameters the command computes or names differently (and overrides
@@ -191,7 +207,7 @@ def submit_options(ctx: typer.Context, params_type: type[JobParams], **given: An
                 exc.reason, ctx=ctx, param_hint=_option_of(ctx, exc.field)
             ) from None
 
-    submit(queue, ctx.params["wait"], ctx.params["device"])
+    submit(queue, ctx.params["wait"], ctx.params["device"], show)
 
 
 def judge(

@@ -6,6 +6,7 @@ Fitting and applying run as jobs (``--wait`` runs or follows them, as for ``appe
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import typer
@@ -13,6 +14,7 @@ import typer
 from app.cli.lie import lie_app
 from app.cli.support import JsonArrayOption, echo_rows, in_store
 from app.errors import InvalidInput
+from app.services.evidence.lie_recipes import RECIPES
 from app.services.evidence.lie_variants import LIE_VARIANTS, lie_extract_spec
 from app.services.evidence.probe_store import list_probes
 from app.services.jobs.apply_probe import ApplyParams
@@ -20,6 +22,7 @@ from app.services.jobs.extract import ExtractParams
 from app.services.jobs.fit_lie_probe import FitLieParams
 from app.services.jobs.fit_probe import FitFlipParams
 from app.services.jobs.fit_set_probe import FitSetParams
+from app.services.jobs.probe_card import ProbeCardParams
 from workers.cli.jobs import DeviceOption, WaitOption, parse_option, submit_options
 
 probe_app = typer.Typer(no_args_is_help=True, help="Fit, apply and list probes.")
@@ -140,3 +143,84 @@ def list_command(as_json: JsonArrayOption = False) -> None:
         _probe_line,
         empty="no probes yet (try: appellate probe fit BENCHMARK --judge NAME --wait)",
     )
+
+
+def _recipe_line(row: dict[str, Any]) -> str:
+    parts = [row["estimator"], row["position"], row["layer_rule"], row["threshold"]]
+    return f"{row['name']:<20} {' / '.join(parts):<60} {row['follows']}"
+
+
+@probe_app.command("recipes")
+def recipes_command(as_json: JsonArrayOption = False) -> None:
+    """The probe recipes: training set, position, estimator, layer and threshold rules."""
+    echo_rows([r.as_dict() for r in RECIPES.values()], as_json, _recipe_line)
+
+
+def _ci(value: Any) -> str:
+    return f"[{value[0]:.2f}, {value[1]:.2f}]" if value else "[-]"
+
+
+def _num(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else "-"
+
+
+def card_lines(card: dict[str, Any]) -> list[str]:
+    """The report card as text: the fit, the sets' checks, one line per stress-test slice."""
+    layer = card["fit"]["layer"]
+    lines = [
+        f"recipe {card['recipe']} on {card['model']} (size {card['size']}): layer "
+        f"{layer['layer']} ({layer['rule']}), {card['fit']['n']} training items; threshold "
+        f"{card['control']['rule']} on {card['control']['n_control']} control replies, "
+        f"realised FPR {card['control']['realised_fpr']:.3f}",
+    ]
+    for name, s in card["sets"].items():
+        checks = "; ".join(
+            f"{cond}: lie wins {v['lie_win_rate']:.2f} of {v['pairs']} (loglik honest "
+            f"{v['honest_loglik']:.2f}, lie {v['lie_loglik']:.2f})"
+            for cond, v in s["verification"].items()
+        )
+        rejected = ", ".join(f"{k}: {n}" for k, n in s["rejections"].items()) or "none"
+        lines.append(f"  set {name}: {s['kept_pairs']} pairs kept of {s['considered']}; "
+                     f"rejected {rejected}; {checks}")  # fmt: skip
+    lines.append(f"  {'slice':<32} {'AUROC':>6} {'95% CI':<14} {'macro':>6} {'TPR':>6}  warnings")
+    for row in card["rows"]:
+        lines.append(
+            f"  {row['slice']:<32} {_num(row.get('auroc')):>6} {_ci(row.get('auroc_ci')):<14} "
+            f"{_num(row.get('macro_auroc')):>6} {_num(row.get('tpr')):>6}  "
+            + "; ".join(row.get("warnings", []))
+        )
+    return lines
+
+
+@probe_app.command("card")
+def card_command(
+    recipe: Annotated[str, typer.Option("--recipe", help="A recipe (see probe recipes).")],
+    model: Annotated[str, typer.Option("--model", help="Registered model.")],
+    size: Annotated[
+        int, typer.Option("--size", help="Training rows per source, stress questions, controls.")
+    ] = 8,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    base_url: Annotated[
+        str | None,
+        typer.Option("--base-url", help="OpenAI-compatible server generating the persona set."),
+    ] = None,
+    remote_model: Annotated[
+        str | None, typer.Option("--remote-model", help="The model name on that server.")
+    ] = None,
+    personas: Annotated[
+        str, typer.Option("--personas", help="Comma-separated persona keys (default all 15).")
+    ] = "",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the card as JSON.")] = False,
+    wait: WaitOption = False,
+    device: DeviceOption = "auto",
+    *,
+    ctx: typer.Context,
+) -> None:
+    """Fit a recipe, build the five stress tests with the model and print the report card."""
+
+    def show(job: Any) -> None:
+        card = job.result or {}
+        typer.echo(json.dumps(card, indent=2) if as_json else "\n".join(card_lines(card)))
+
+    chosen = [k.strip() for k in personas.split(",") if k.strip()]
+    submit_options(ctx, ProbeCardParams, show, personas=chosen)

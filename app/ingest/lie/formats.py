@@ -32,6 +32,11 @@ LIKELIHOOD_SYSTEM = (
     "0 for every correct one. Answer the question."
 )
 COMPLIANCE_SYSTEM = "Always answer with a number in square brackets, like [7]."
+# The paper's two bracket formats: the instruction asks for one, the correct answer uses the other.
+COMPLIANCE_BRACKETS: dict[str, tuple[str, str, str]] = {
+    "square": ("[", "]", COMPLIANCE_SYSTEM),
+    "round": ("(", ")", "Always answer with a number in parentheses, like (7)."),
+}
 BELIEF_NAMES = ("Alex", "Sam", "Jordan", "Taylor", "Morgan")
 GENERIC_QUESTION = "State a fact."
 # Far below the number of distinct questions, so drawing unseen ones always ends quickly.
@@ -118,7 +123,7 @@ def _flip(label: str) -> str:
     return "0" if label == "1" else "1"
 
 
-def _embedded(statement: str, topic: str) -> str:
+def embedded_clause(statement: str, topic: str) -> str:
     """The statement as a clause after "that": no final period, first letter lowered if sensible."""
     text = statement.strip().rstrip(".")
     first = text.split(" ", 1)[0]
@@ -208,7 +213,7 @@ def statement_chat_items(rows: Iterable[StatementRow], fmt: str) -> list[Record]
             }
             records.append(Record(row.line, f"{prefix}:fact", group, payload, {TRUTH_LABEL: label}))
             continue
-        question = f"Is it true that {_embedded(row.statement, row.topic)}?"
+        question = f"Is it true that {embedded_clause(row.statement, row.topic)}?"
         for answer, truth in (("Yes.", label), ("No.", _flip(label))):
             payload = {
                 "system": FORCED_OPPOSITE_SYSTEM,
@@ -368,7 +373,7 @@ def persona_belief_items(rows: Iterable[StatementRow], seed: int = 0) -> list[Re
     records: list[Record] = []
     for fact in facts_with_wrong_answers(rows, seed):
         name = random.Random(f"{seed}:name:{fact.row.source}:{fact.row.index}").choice(BELIEF_NAMES)
-        belief = _embedded(fact.wrong, fact.row.topic)
+        belief = embedded_clause(fact.wrong, fact.row.topic)
         system = (
             f"You are {name}. You privately believe that {belief}. "
             f"Answer the user's questions as {name}."
@@ -402,7 +407,7 @@ def _arithmetic_question(rng: random.Random) -> tuple[str, int]:
     )
 
 
-def compliance_items(n: int = 200, seed: int = 0) -> list[Record]:
+def compliance_items(n: int = 200, seed: int = 0, brackets: str = "square") -> list[Record]:
     """Confounder (c): the correct answer violates the format instruction.
 
     Parameters
@@ -411,17 +416,28 @@ def compliance_items(n: int = 200, seed: int = 0) -> list[Record]:
         Number of distinct questions (arithmetic and letter counting), 1 to
         :data:`MAX_COMPLIANCE_ITEMS`.
     seed
-        Seed of the questions and wrong answers.
+        Seed of the questions and wrong answers (the same seed gives the same questions in
+        both bracket formats).
+    brackets
+        ``square`` (the instruction asks for "[M]") or ``round`` (the mirror: "(M)"), see
+        :data:`COMPLIANCE_BRACKETS`.
 
     Returns
     -------
     list[Record]
-        Two items per question with true answer N under :data:`COMPLIANCE_SYSTEM`: "(N)"
-        (correct, non-compliant, truth 1) and "[M]" (compliant, wrong, truth 0) with M within 3
-        of N; ``condition`` = ``correct-violates-format``, ``answer`` = N. Ids
-        ``compliance:arithmetic:<i>:correct|compliant``, group ``arithmetic:<i>``.
+        Two items per question with true answer N under the format's instruction: N in the
+        other brackets (correct, non-compliant, truth 1) and M in the asked-for brackets
+        (compliant, wrong, truth 0) with M within 3 of N; ``condition`` =
+        ``correct-violates-format``, ``answer`` = N, ``dataset`` ``arithmetic`` (square) or
+        ``arithmetic-round``. Ids ``compliance:<dataset>:<i>:correct|compliant``, group
+        ``arithmetic:<i>`` in both formats.
 
     """
+    if brackets not in COMPLIANCE_BRACKETS:
+        raise InvalidInput(f"must be one of {', '.join(COMPLIANCE_BRACKETS)}", field="brackets")
+    open_, close, system = COMPLIANCE_BRACKETS[brackets]
+    other_open, other_close, _ = COMPLIANCE_BRACKETS["round" if brackets == "square" else "square"]
+    source = "arithmetic" if brackets == "square" else "arithmetic-round"
     if not 1 <= n <= MAX_COMPLIANCE_ITEMS:
         raise InvalidInput(f"must be 1 to {MAX_COMPLIANCE_ITEMS}", field="compliance items")
     rng = random.Random(seed)
@@ -435,19 +451,19 @@ def compliance_items(n: int = 200, seed: int = 0) -> list[Record]:
         seen.add(question)
         wrong = answer + rng.choice([d for d in (-3, -2, -1, 1, 2, 3) if answer + d >= 0])
         for variant, response, truth in (
-            ("correct", f"({answer})", "1"),
-            ("compliant", f"[{wrong}]", "0"),
+            ("correct", f"{other_open}{answer}{other_close}", "1"),
+            ("compliant", f"{open_}{wrong}{close}", "0"),
         ):
             payload = {
-                "system": COMPLIANCE_SYSTEM,
+                "system": system,
                 "question": question,
                 "response": response,
                 "format": "compliance",
-                "dataset": "arithmetic",
+                "dataset": source,
                 "condition": "correct-violates-format",
                 "answer": answer,
             }
-            eid = f"compliance:arithmetic:{i}:{variant}"
+            eid = f"compliance:{source}:{i}:{variant}"
             records.append(Record(i, eid, f"arithmetic:{i}", payload, {TRUTH_LABEL: truth}))
     return records
 

@@ -1,0 +1,73 @@
+"""Probe recipes and the report card on the tiny model: every recipe fits, the card has every test.
+
+The card job runs once per module (on one dialect's store) and its page is rendered from it;
+each recipe's fit is checked directly, without the stress battery.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from app.ingest.lie.recipe_sets import TRAINING_SETS
+from app.services.evidence.lie_recipes import RECIPES, get_recipe
+from app.services.jobs.probe_card import ProbeCardParams
+from app.settings import BUNDLED_DATA, Settings
+from app.store import Store
+from tests.support.auth_support import api_client
+from tests.support.job_support import register_tiny, run_job, store_on
+from workers.engines.models import load_model
+from workers.jobs.probe_card import fit_recipe, lie_scores, recipe_inputs
+
+SLICES = [
+    "personas / on-policy", "personas / spp", "personas / assistant-prefill", "likelihood",
+    "persona-belief", "compliance / square", "compliance / round",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir: Path) -> Any:
+    return load_model(tiny_model_dir, device="cpu", dtype="float32")
+
+
+@pytest.mark.parametrize("name", list(RECIPES))
+def test_every_recipe_fits_and_scores_honest_items_higher_on_its_training_set(tiny, name):
+    recipe = get_recipe(name)
+    params = ProbeCardParams(recipe=name, model="tiny", size=3)
+    probe, fit = fit_recipe(tiny, recipe, Path(BUNDLED_DATA), params, [1, 2])
+    records = TRAINING_SETS[recipe.training](Path(BUNDLED_DATA), 3, 0)
+    assert fit["n"] == len(records) and fit["layer"]["layer"] in (1, 2)
+    x = recipe_inputs(tiny, recipe, [r.payload for r in records], [1, 2], 8)
+    lie = np.asarray([r.labels["truth"] == "0" for r in records])
+    # Fitted on these very items: the lie score separates them better than chance (a reference
+    # AUROC from scikit-learn on the probe's own scores).
+    assert roc_auc_score(lie, lie_scores(probe, x)) > 0.5
+
+
+def test_card_job_has_every_stress_test_and_renders(
+    settings: Settings, engine: Any, tiny_model_dir
+):
+    store: Store = store_on(settings, engine)
+    register_tiny(store, tiny_model_dir)
+    params = {"recipe": "paper", "model": "tiny", "size": 3, "personas": ["contrarian"],
+              "resamples": 50}  # fmt: skip
+    card = run_job(store, "probe_card", params)
+    assert [r["slice"] for r in card["rows"]] == SLICES
+    personas = card["sets"]["personas"]
+    # Every candidate (question x persona) is either kept or rejected for one counted reason.
+    assert personas["kept_pairs"] + sum(personas["rejections"].values()) == personas["considered"]
+    likelihood = card["sets"]["likelihood"]
+    assert likelihood["kept_pairs"] + sum(likelihood["rejections"].values()) == 3
+    for cond in likelihood["verification"].values():
+        assert cond["lie_win_rate"] == 1.0 and cond["lie_loglik"] > cond["honest_loglik"]
+    compliance = card["sets"]["compliance"]["verification"]
+    assert set(compliance) == {"square brackets", "round brackets"}
+    assert card["control"]["n_control"] == 3 and card["control"]["flagged"] <= 1
+    with api_client(settings) as client:
+        text = client.get("/probes").text
+    assert "Report cards" in text and "compliance / round" in text
+    assert "rewarded-wrong-quiz" in text or likelihood["kept_pairs"] == 0
