@@ -24,6 +24,7 @@ from app.services.jobs import queue as job_queue
 from app.services.jobs.judge import JudgeParams, judgeable_benchmarks
 from app.services.jobs.kind import JobParams
 from app.services.jobs.kinds import job_links, startable_kinds
+from app.services.jobs.judge_context import retention_plot
 from app.services.jobs.live_progress import read_live_progress
 from app.services.jobs.timing import duration_text, judge_throughput, judge_units
 from app.store import Store
@@ -115,6 +116,10 @@ def job_page(request: Request, job_id: DbId, store: StoreDep) -> HTMLResponse:
     with transaction(store.factory) as session:
         job = job_queue.get_job(session, job_id)
     context = {"job": job, "links": job_links(job), "live": _live(store, job)}
+    audit = (job.result or {}).get("context_audit")
+    if isinstance(audit, dict):
+        context["context_audit"] = audit
+        context["retention_plot"] = retention_plot(audit)
     return render(request, "job.html", context, fragment="_job.html")
 
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+from markupsafe import Markup
 
-__all__ = ["ContextAudit", "audit_context"]
+__all__ = ["ContextAudit", "audit_context", "retention_plot"]
 
 # Points of the stored retention curve (it is a step function of the pairs' needs).
 CURVE_POINTS = 64
@@ -135,4 +136,37 @@ def audit_context(
         needs[unit.instance_id] = max(needs.get(unit.instance_id, 0), need)
     return ContextAudit(
         requested, window, allowance, needs, [int(t) for t in prompt_tokens], len(units)
+    )
+
+
+def retention_plot(audit: dict[str, Any]) -> Markup | None:
+    """The retention curve of a job result's ``context_audit`` as an inline SVG (None if empty).
+
+    x is the budget as a share of the largest need (so the curve ends at 1), y the share of
+    pairs that fit; the budget applied is the dashed vertical line.
+    """
+    # Imported here: the plots module is the web side's, and job kinds load without it.
+    from app.services.metrics.svg_plots import Series, curve_plot
+
+    curve = audit.get("curve") or []
+    if not curve:
+        return None
+    top = max(float(curve[-1][0]), float(audit.get("budget") or 0), 1.0)
+    # A step function: each need raises the share from the previous level.
+    xs: list[float] = [0.0]
+    ys: list[float] = [0.0]
+    for tokens, share in curve:
+        xs += [tokens / top, tokens / top]
+        ys += [ys[-1], float(share)]
+    xs.append(1.0)
+    ys.append(ys[-1])
+    budget = audit.get("budget")
+    line = ((budget / top, 0.0), (budget / top, 1.0)) if budget else None
+    return curve_plot(
+        "retention",
+        "Pairs that fit against the context budget",
+        [Series("pairs that fit", xs, ys)],
+        x_label=f"context budget (share of {int(top)} tokens)",
+        y_label="pairs that fit (share)",
+        reference=line,
     )
