@@ -22,9 +22,9 @@ from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.language_models import list_language_models
 from app.services.jobs import queue as job_queue
 from app.services.jobs.judge import JudgeParams, judgeable_benchmarks
+from app.services.jobs.judge_context import retention_plot
 from app.services.jobs.kind import JobParams
 from app.services.jobs.kinds import job_links, startable_kinds
-from app.services.jobs.judge_context import retention_plot
 from app.services.jobs.live_progress import read_live_progress
 from app.services.jobs.timing import duration_text, judge_throughput, judge_units
 from app.store import Store
