@@ -34,6 +34,7 @@ from app.web import (
     probes_pages,
     report_pages,
     review_pages,
+    savings_pages,
     upload_pages,
 )
 from app.web.auth import RequireReviewer
@@ -161,6 +162,7 @@ def create_app(settings: Settings) -> FastAPI:
         disagreement_pages.api_router,
         jobs_pages.router,
         probes_pages.router,
+        savings_pages.router,
         jobs_pages.api_router,
         api.router,
         report_pages.router,

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Query, Request
 from pydantic import BaseModel
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -264,10 +264,18 @@ def _start_page(
 
 @router.get("/jobs/new/{kind}", response_class=HTMLResponse)
 def start_form(
-    request: Request, kind: str, store: StoreDep, benchmark: str | None = None
+    request: Request,
+    kind: str,
+    store: StoreDep,
+    benchmark: str | None = None,
+    judge: Annotated[str | None, Query(max_length=200)] = None,
 ) -> HTMLResponse:
-    """The form that starts a job of ``kind``: one control per parameter, with its default."""
-    return _start_page(request, store, kind, {"benchmark": benchmark} if benchmark else None)
+    """The form that starts a job of ``kind``: one control per parameter, with its default.
+
+    ``benchmark`` and ``judge`` fill in those fields (links from a benchmark's or a judge's page).
+    """
+    given = {"benchmark": benchmark, "judge": judge}
+    return _start_page(request, store, kind, {k: v for k, v in given.items() if v} or None)
 
 
 @router.post("/jobs/new/{kind}")
