@@ -36,6 +36,7 @@ from app.web import (
     probes_pages,
     report_pages,
     review_pages,
+    savings_pages,
     upload_pages,
 )
 from app.web.auth import RequireReviewer
@@ -166,6 +167,7 @@ def create_app(settings: Settings) -> FastAPI:
         disagreement_pages.api_router,
         jobs_pages.router,
         probes_pages.router,
+        savings_pages.router,
         jobs_pages.api_router,
         api.router,
         report_pages.router,

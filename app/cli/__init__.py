@@ -35,6 +35,16 @@ COMMANDS: tuple[Lazy, ...] = (
         "Judge a pairwise benchmark in both orders with a local or remote model.",
     ),
     Lazy(
+        "rejudge",
+        "workers.cli.jobs:rejudge",
+        "Re-judge in the other order only the one-order pairs a flip ranker flags first.",
+    ),
+    Lazy(
+        "savings",
+        "app.cli.savings:savings_command",
+        "Flips recovered against extra judge calls when re-judging the pairs a ranker flags.",
+    ),
+    Lazy(
         "extract",
         "workers.cli.jobs:extract",
         "Capture residual activations of a benchmark's instances into an activation set.",

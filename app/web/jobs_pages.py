@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Query, Request
 from pydantic import BaseModel
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -22,6 +22,7 @@ from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.language_models import list_language_models
 from app.services.jobs import queue as job_queue
 from app.services.jobs.judge import JudgeParams, judgeable_benchmarks
+from app.services.jobs.judge_context import retention_plot
 from app.services.jobs.kind import JobParams
 from app.services.jobs.kinds import job_links, startable_kinds
 from app.services.jobs.live_progress import read_live_progress
@@ -115,6 +116,10 @@ def job_page(request: Request, job_id: DbId, store: StoreDep) -> HTMLResponse:
     with transaction(store.factory) as session:
         job = job_queue.get_job(session, job_id)
     context = {"job": job, "links": job_links(job), "live": _live(store, job)}
+    audit = (job.result or {}).get("context_audit")
+    if isinstance(audit, dict):
+        context["context_audit"] = audit
+        context["retention_plot"] = retention_plot(audit)
     return render(request, "job.html", context, fragment="_job.html")
 
 
@@ -259,10 +264,18 @@ def _start_page(
 
 @router.get("/jobs/new/{kind}", response_class=HTMLResponse)
 def start_form(
-    request: Request, kind: str, store: StoreDep, benchmark: str | None = None
+    request: Request,
+    kind: str,
+    store: StoreDep,
+    benchmark: str | None = None,
+    judge: Annotated[str | None, Query(max_length=200)] = None,
 ) -> HTMLResponse:
-    """The form that starts a job of ``kind``: one control per parameter, with its default."""
-    return _start_page(request, store, kind, {"benchmark": benchmark} if benchmark else None)
+    """The form that starts a job of ``kind``: one control per parameter, with its default.
+
+    ``benchmark`` and ``judge`` fill in those fields (links from a benchmark's or a judge's page).
+    """
+    given = {"benchmark": benchmark, "judge": judge}
+    return _start_page(request, store, kind, {k: v for k, v in given.items() if v} or None)
 
 
 @router.post("/jobs/new/{kind}")

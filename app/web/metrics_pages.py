@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import Depends, Query, Request
 from markupsafe import Markup
@@ -221,6 +222,11 @@ def _matrix(name: str, report: dict[str, Any]) -> tuple[list[LinkedRow], Pivot |
     return every, Pivot(field, slices, rows)
 
 
+def savings_url(name: str, judge: str) -> str:
+    """The savings page of ``judge`` on benchmark ``name``."""
+    return f"/benchmarks/{quote(name, safe='')}/savings?judge={quote(judge, safe='')}"
+
+
 def _judge_links(name: str, judges: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
     return {
         j["judge"]: {
@@ -229,6 +235,7 @@ def _judge_links(name: str, judges: list[dict[str, Any]]) -> dict[str, dict[str,
             "retained_nonflip": benchmark_url(
                 name, InstanceFilter(judge=j["judge"], flip=FlipState.no)
             ),
+            "savings": savings_url(name, j["judge"]),
         }
         for j in judges
     }

@@ -95,6 +95,17 @@ REQUESTS: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
         {"benchmark": f.STATEMENTS, "name": "lie-1", "extract": LIE_SPEC, "val_fraction": 0.9},
         "val_fraction",
     ),
+    "rejudge": (
+        {
+            "benchmark": f.PAIRWISE,
+            "judge": f.JUDGE,
+            "budget": 2,
+            "ranker": "random",
+            "model": MODEL,
+        },
+        {"benchmark": f.PAIRWISE, "judge": f.JUDGE, "budget": 0, "ranker": "random"},
+        "budget",
+    ),
     "apply_probe": (
         {"probe": f.PROBE, "benchmark": f.STATEMENTS},
         {"probe": f.JUDGE, "benchmark": f.STATEMENTS},

@@ -26,6 +26,7 @@ from app.services.jobs import queue as job_queue
 from app.services.jobs.extract import ExtractParams
 from app.services.jobs.judge import JudgeParams
 from app.services.jobs.kind import JobParams, create, enqueue
+from app.services.jobs.rejudge import RejudgeParams
 from app.settings import Settings
 from app.store import Store
 from app.tables import Job
@@ -248,6 +249,14 @@ def judge(
         str | None,
         typer.Option("--base-url", help="OpenAI-compatible server (remote backend)."),
     ] = None,
+    context_budget: Annotated[
+        int | None,
+        typer.Option(
+            "--context-budget",
+            help="Tokens a prompt and the judge's output may take (default: the model's "
+            "window); longer pairs are refused and counted, never truncated.",
+        ),
+    ] = None,
     template_file: Annotated[
         typer.FileText | None,
         typer.Option("--template", help="File with the user-message template."),
@@ -271,6 +280,36 @@ def judge(
         mode=mode,
         **extra,
     )
+
+
+def rejudge(
+    benchmark: Annotated[str, typer.Argument(help="A pairwise benchmark.")],
+    judge: Annotated[str, typer.Option("--judge", help="The judge that judged in one order.")],
+    budget: Annotated[int, typer.Option("--budget", help="Pairs to re-judge (extra calls).")],
+    ranker: Annotated[
+        str,
+        typer.Option(
+            "--ranker",
+            help="Frozen flip probe, detector with scores, or random (default: the judge's "
+            "frozen flip probe).",
+        ),
+    ] = "",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the random order and ties.")] = 0,
+    model: Annotated[
+        str, typer.Option("--model", help="The judge's model, for imported judgments.")
+    ] = "",
+    base_url: Annotated[
+        str | None, typer.Option("--base-url", help="OpenAI-compatible server of --model.")
+    ] = None,
+    batch_size: Annotated[int, typer.Option("--batch-size")] = 4,
+    wait: WaitOption = False,
+    device: DeviceOption = "auto",
+    max_attempts: MaxAttemptsOption = job_queue.DEFAULT_MAX_ATTEMPTS,
+    *,
+    ctx: typer.Context,
+) -> None:
+    """Re-judge in the other order only the one-order pairs a flip ranker flags first."""
+    submit_options(ctx, RejudgeParams)
 
 
 def extract(

@@ -8,7 +8,7 @@ duplicating a row or a stored state.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -18,6 +18,8 @@ from sqlalchemy.orm import Session
 from app.attributes import attributes
 from app.services.evidence.language_models import get_language_model
 from app.services.jobs.judge import JudgeParams
+from app.services.jobs.judge_context import audit_context
+from app.services.jobs.judge_protocol import VERDICT_PREFIX
 from app.services.jobs.judge_results import (
     JudgePlan,
     Unit,
@@ -109,6 +111,19 @@ class LocalEngine:
     def lengths(self, units: Sequence[Unit]) -> list[int]:
         """Prompt length per unit, for length bucketing."""
         return [len(self._ids(u)) for u in units]
+
+    def allowance(self) -> int:
+        """Tokens the judge may add after a prompt: generation, or reasoning and the prefix."""
+        if self.params.mode == "generate":
+            return self.params.max_new_tokens
+        tail = self.loaded.tokenizer("\n" + VERDICT_PREFIX, add_special_tokens=False)
+        return self.params.reasoning_tokens + len(tail["input_ids"])
+
+    @property
+    def window(self) -> int | None:
+        """The model's context window (``max_position_embeddings``), if its config has one."""
+        value = getattr(self.loaded.model.config, "max_position_embeddings", None)
+        return int(value) if value else None
 
     def _content_free(self, order: str) -> dict[str, float]:
         """The content-free label logits of ``order`` (computed once per order and job)."""
@@ -248,12 +263,42 @@ def _verify_summary(checks: dict[int, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-@handles(JudgeParams)
-def run_judge_job(ctx: JobContext) -> dict[str, Any]:
-    """Handler of ``judge`` jobs: see the module docstring."""
-    params = JudgeParams.from_dict(ctx.params)
-    engine = make_engine(ctx, params)
-    plan = ctx.commit(lambda s: plan_units(s, params, engine.describe()))
+def audit(engine: Engine, params: JudgeParams, plan: JudgePlan) -> dict[str, Any] | None:
+    """The context audit of a local run; drops the refused pairs' units from ``plan.pending``.
+
+    Every unit of the run is audited (also those judged before a resume), so the audit of a
+    resumed job is the same; refused units are never judged, and never truncated.
+    """
+    if not isinstance(engine, LocalEngine):
+        return None  # the server tokenizes: no token count here
+    found = audit_context(
+        plan.units,
+        engine.lengths(plan.units),
+        allowance=engine.allowance(),
+        requested=params.context_budget,
+        window=engine.window,
+    )
+    refused = set(found.refused)
+    kept = [u for u in plan.pending if u.instance_id not in refused]
+    plan.pending[:] = kept
+    return found.as_json(sum(u.instance_id in refused for u in plan.units))
+
+
+def judge_plan(
+    ctx: JobContext,
+    params: JudgeParams,
+    engine: Engine,
+    plan: JudgePlan,
+    *,
+    details: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Judge ``plan.pending`` in length buckets, writing each batch; the job's result.
+
+    ``details`` are added to every judgment written (a re-judging job marks its own). The
+    result holds the judge's summary (:func:`finish_judging`), the context audit and the
+    replay check.
+    """
+    context = audit(engine, params, plan)
     capture: FillingSet | None = None
     if isinstance(engine, LocalEngine) and engine.layers:
         capture = ctx.commit(
@@ -269,8 +314,9 @@ def run_judge_job(ctx: JobContext) -> dict[str, Any]:
                 details={"judge": params.judge, "mode": params.mode},
             )
         )
-    done = plan.total - len(plan.pending)
-    ctx.progress(done, plan.total)
+    total = plan.total - (context["refused_units"] if context else 0)
+    done = total - len(plan.pending)
+    ctx.progress(done, total)
     to_verify: dict[int, JudgeOutput] = {}
     for batch in length_buckets(engine.lengths(plan.pending), params.batch_size):
         ctx.check()
@@ -289,11 +335,13 @@ def run_judge_job(ctx: JobContext) -> dict[str, Any]:
             # that the next owner finds stored and does not store again).
             captured = _store_ab_states(capture.files, units, outputs) if capture else set()
             results = _results(units, outputs, captured, capture.name if capture else None)
+            if details:
+                results = [replace(r, details={**r.details, **details}) for r in results]
             write_results(session, plan, results, mode=params.mode)
             if capture:
                 capture.sync(session)
 
-        ctx.commit(write, done=done, total=plan.total)
+        ctx.commit(write, done=done, total=total)
     result: dict[str, Any] = {"judge": params.judge, "mode": params.mode}
     if to_verify:
         records = engine.verify(list(to_verify.values()))
@@ -303,4 +351,15 @@ def run_judge_job(ctx: JobContext) -> dict[str, Any]:
     result.update(ctx.commit(lambda s: finish_judging(s, plan)))
     if capture:
         result["activation_set"] = capture.name
+    if context is not None:
+        result["context_audit"] = context
     return result
+
+
+@handles(JudgeParams)
+def run_judge_job(ctx: JobContext) -> dict[str, Any]:
+    """Handler of ``judge`` jobs: see the module docstring."""
+    params = JudgeParams.from_dict(ctx.params)
+    engine = make_engine(ctx, params)
+    plan = ctx.commit(lambda s: plan_units(s, params, engine.describe()))
+    return judge_plan(ctx, params, engine, plan)

@@ -343,7 +343,11 @@ def _target_set(ctx: JobContext, p: ApplyParams, artifact: dict[str, Any]) -> st
 @handles(ApplyParams)
 def run_apply_probe(ctx: JobContext) -> dict[str, Any]:
     """Apply a frozen probe to a benchmark's activations (same model, same layer)."""
-    p = ApplyParams.from_dict(ctx.params)
+    return apply_frozen(ctx, ApplyParams.from_dict(ctx.params))
+
+
+def apply_frozen(ctx: JobContext, p: ApplyParams) -> dict[str, Any]:
+    """Score ``p.benchmark`` with the frozen probe ``p.probe`` (replacing its scores there)."""
     data_dir = ctx.store.settings.data_dir
     _, artifact = ctx.read(lambda s: load_probe(s, data_dir, p.probe))
     set_name = _target_set(ctx, p, artifact)

@@ -33,6 +33,8 @@ class JudgeParams(JobParams):
     OpenAI-compatible server at ``base_url`` (backend ``remote``). With a ``limit``, the pairs
     are a sample of that size drawn with ``seed`` that prefers pairs other detectors scored
     (:func:`app.services.jobs.judge_sampling.sample_pairs`); without one, every pair.
+    ``context_budget`` (tokens, default the model's window) refuses pairs whose prompt and
+    allowance exceed it (:mod:`app.services.jobs.judge_context`).
     """
 
     benchmark: str
@@ -50,6 +52,7 @@ class JudgeParams(JobParams):
     batch_size: int = 4
     capture: bool = True
     verify: int = 0
+    context_budget: int | None = None
     system: str = DEFAULT_SYSTEM
     template: str = DEFAULT_TEMPLATE
 
@@ -74,6 +77,16 @@ class JudgeParams(JobParams):
             (self.reasoning_tokens >= 0, "reasoning_tokens", "must be 0 or more"),
             (self.batch_size >= 1, "batch_size", "must be at least 1"),
             (self.verify >= 0, "verify", "must be 0 or more"),
+            (
+                self.context_budget is None or self.context_budget >= 1,
+                "context_budget",
+                "must be at least 1 token",
+            ),
+            (
+                self.context_budget is None or self.backend == "local",
+                "context_budget",
+                "the context audit counts tokens with a local model's tokenizer",
+            ),
             (
                 self.backend == "local" or bool(self.base_url),
                 "base_url",
@@ -135,6 +148,8 @@ class JudgeParams(JobParams):
         text += f"{' and '.join(self.orders)}, {sample}"
         if self.repeat_subset:
             text += f"; AB repeated on {self.repeat_subset}"
+        if self.context_budget:
+            text += f"; context budget {self.context_budget} tokens"
         return text
 
     def links(self, result: Mapping[str, Any]) -> list[JobLink]:

@@ -7,7 +7,7 @@ re-plans from the table and never writes a judgment twice.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import func, select
@@ -37,12 +37,13 @@ class Unit:
 
 @dataclass(frozen=True)
 class JudgePlan:
-    """The units still to judge, how many there are in all, and the judge detector's id."""
+    """The units still to judge, how many there are in all (``units``), the judge's id."""
 
     benchmark_id: int
     detector_id: int
     pending: list[Unit]
     total: int
+    units: list[Unit] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -84,26 +85,60 @@ def plan_units(
     run = run_items(session, params, detector_details, choose)
     units: list[Unit] = []
     for n, (instance_id, external_id, payload) in enumerate(run.rows):
-        texts = [payload.get(k) for k in ("prompt", "response_a", "response_b")]
-        if not all(isinstance(t, str) for t in texts):
-            raise InvalidInput(
-                f"pair {external_id!r} lacks a prompt, response_a or response_b text",
-                field="payload",
-            )
         orders = list(params.orders)
         if n < params.repeat_subset:
             orders.append(Order.AB_REPEAT.value)
-        units.extend(Unit(instance_id, order, *texts) for order in orders)
+        units.extend(pair_units(instance_id, external_id, payload, orders))
+    return _plan(session, run.benchmark_id, run.detector_id, units)
+
+
+def pair_units(
+    instance_id: int, external_id: str, payload: dict[str, Any], orders: Sequence[str]
+) -> list[Unit]:
+    """The units of one pair in ``orders``.
+
+    Raises
+    ------
+    InvalidInput
+        If the pair lacks its prompt or responses.
+
+    """
+    texts = [payload.get(k) for k in ("prompt", "response_a", "response_b")]
+    if not all(isinstance(t, str) for t in texts):
+        raise InvalidInput(
+            f"pair {external_id!r} lacks a prompt, response_a or response_b text",
+            field="payload",
+        )
+    return [Unit(instance_id, order, *texts) for order in orders]  # type: ignore[arg-type]
+
+
+def _plan(session: Session, benchmark_id: int, detector_id: int, units: list[Unit]) -> JudgePlan:
+    """The plan of ``units``: those without a judgment of the detector are pending."""
     done = set(
         session.execute(
             select(Judgment.instance_id, Judgment.order).where(
-                Judgment.detector_id == run.detector_id,
+                Judgment.detector_id == detector_id,
                 Judgment.instance_id.in_([u.instance_id for u in units]),
             )
         )
     )
     pending = [u for u in units if (u.instance_id, u.order) not in done]
-    return JudgePlan(run.benchmark_id, run.detector_id, pending, len(units))
+    return JudgePlan(benchmark_id, detector_id, pending, len(units), units)
+
+
+def selected_plan(
+    session: Session, benchmark_id: int, detector_id: int, chosen: Sequence[tuple[int, str]]
+) -> JudgePlan:
+    """The plan of judging exactly the ``(instance id, order)`` units in ``chosen``."""
+    ids = [i for i, _ in chosen]
+    rows = {
+        i: (e, p)
+        for i, e, p in session.execute(
+            select(Instance.id, Instance.external_id, Instance.payload).where(Instance.id.in_(ids))
+        )
+    }
+    units = [u for i, order in chosen for u in pair_units(i, *rows[i], [order])]
+    return _plan(session, benchmark_id, detector_id, units)
 
 
 def write_results(

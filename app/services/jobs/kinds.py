@@ -18,7 +18,7 @@ from app.tables import Job, JobStatus
 # Modules of the package that hold no kind.
 _NOT_KINDS = {"queue", "kind", "kinds", "probe_fit", "judge_protocol", "judge_sampling",
               "judge_results", "answer_results", "metrics_view", "timing", "prompt_template",
-              "critic_protocol", "critic_results"}  # fmt: skip
+              "critic_protocol", "critic_results", "judge_context", "rejudge_plan"}  # fmt: skip
 
 for _module in pkgutil.iter_modules(package.__path__):
     if _module.name not in _NOT_KINDS:
