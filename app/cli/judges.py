@@ -6,9 +6,12 @@ import json
 from typing import Annotated, Any
 
 import typer
+from sqlalchemy.orm import Session
 
 from app.cli.support import JsonOption, fmt_num, in_store
+from app.errors import InvalidInput, NotFound
 from app.services.metrics.bias_panel import FIGURES, judge_panel
+from app.services.metrics.judge_savings import judge_savings
 
 __all__ = ["judges_command"]
 
@@ -41,6 +44,14 @@ def _print_panel(panel: dict[str, Any]) -> None:
             typer.echo(f"  probe of {judge}: {'refused: ' + reason if reason else 'estimable'}")
 
 
+def _savings(s: Session, benchmark: str, judge: str, resamples: int, seed: int) -> dict[str, Any]:
+    """One judge's savings report, or why there is none (e.g. no flip probe fitted yet)."""
+    try:
+        return judge_savings(s, benchmark, judge, resamples=resamples, seed=seed)
+    except (InvalidInput, NotFound) as exc:
+        return {"error": str(exc)}
+
+
 def judges_command(
     benchmark: Annotated[str, typer.Argument(help="Benchmark name.")],
     judge: Annotated[
@@ -56,18 +67,25 @@ def judges_command(
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap and fold seed.")] = 0,
     as_json: JsonOption = False,
 ) -> None:
-    """The position-bias panel of judges with intervals, paired differences and shared folds."""
-    panel = in_store(
-        lambda s: judge_panel(
-            s,
-            benchmark,
-            judge,
-            resamples=resamples,
-            seed=seed,
-            slice_field=slice_field,
+    """The position-bias panel of judges with intervals, paired differences and shared folds.
+
+    With ``--json`` each judge's savings curves of selective re-judging ride along under
+    ``savings`` (``appellate savings`` shows one judge's in words).
+    """
+
+    def read(s: Session) -> dict[str, Any]:
+        panel = judge_panel(
+            s, benchmark, judge, resamples=resamples, seed=seed, slice_field=slice_field,
             outer=outer,
-        )
-    )
+        )  # fmt: skip
+        if as_json:
+            panel["savings"] = {
+                row["judge"]: _savings(s, benchmark, row["judge"], resamples, seed)
+                for row in panel["judges"]
+            }
+        return panel
+
+    panel = in_store(read)
     if as_json:
         typer.echo(json.dumps(panel, indent=2))
     else:

@@ -286,6 +286,9 @@ def test_the_cli_prints_the_panel_as_json(
     flips = sum(p.ab != p.ba for p in pairs.values())
     assert row["flip_rate"] == pytest.approx(flips / len(pairs))
     assert all(f"{f}_ci" in row for f in FIGURES) and panel["resamples"] == 200
+    # The savings curve rides along; with no flip probe fitted yet it says what to run.
+    assert "no flip probe or baseline" in panel["savings"][O1_MINI_JUDGE]["error"]
+    assert "appellate probe fit" in panel["savings"][O1_MINI_JUDGE]["error"]
     bad = CliRunner().invoke(cli, ["judges", "judgebench", "--judge", "nobody"])
     assert bad.exit_code != 0
     assert "'nobody' has not judged 'judgebench' in both orders" in bad.output
