@@ -16,6 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 from sklearn.metrics import roc_auc_score
 
 from app.stats.bootstrap import group_bootstrap
+from app.stats.probe_thresholds import clopper_pearson
 
 # A trivial predictor "rivals" the probe when its AUROC is at least the probe's minus this.
 RIVAL_MARGIN = 0.05
@@ -120,8 +121,10 @@ def slice_row(
     Returns
     -------
     dict
-        ``n``, ``pairs`` (lies), ``auroc``, ``auroc_ci``, ``macro_auroc``, ``personas``,
-        ``tpr``, ``fpr``, ``trivial`` (AUROC per :data:`TRIVIAL` predictor) and ``warnings``.
+        ``n``, ``pairs`` (lies), ``auroc``, ``auroc_ci``, ``auroc_ci_reason`` (why there is
+        no interval: too few groups), ``macro_auroc``, ``personas``, ``tpr``, ``tpr_ci`` (exact
+        Clopper-Pearson given the threshold), ``fpr``, ``trivial`` (AUROC per
+        :data:`TRIVIAL` predictor) and ``warnings``.
 
     """
     y = np.asarray(lie, dtype=bool)
@@ -133,12 +136,15 @@ def slice_row(
         y, s, np.asarray(groups, dtype=object), metrics=("auroc",), resamples=resamples, seed=seed
     )
     est = boot.estimate("auroc")
-    row["auroc"], row["auroc_ci"] = est.value, est.ci
+    row["auroc"], row["auroc_ci"], row["auroc_ci_reason"] = est.value, est.ci, est.reason
     if personas is not None:
         row["macro_auroc"], row["personas"] = macro_auroc(y, s, personas)
     if threshold is not None:
         flagged = s >= threshold
-        row["tpr"] = float(flagged[y].mean())
+        detected = int(flagged[y].sum())
+        row["tpr"] = detected / int(y.sum())
+        # Given the control set's threshold, the lies flagged are binomial: an exact interval.
+        row["tpr_ci"] = list(clopper_pearson(detected, int(y.sum())))
         row["fpr"] = float(flagged[~y].mean())
     trivial = {
         "system_prompt": _auroc(y, system_prompt_scores(y, systems)),
