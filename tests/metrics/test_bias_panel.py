@@ -31,6 +31,7 @@ from app.settings import Settings
 from app.tables import Base, Instance
 from tests.conftest import truncate_pg
 from tests.ingest.test_helpers import O1_MINI, O1_MINI_JUDGE, SHARED_FORMATS, read_jsonl
+from tests.stats.test_bradley_terry import _reference as bradley_terry_reference
 
 RESAMPLES = 2000
 MT_BENCH = SHARED_FORMATS / "mt_bench"
@@ -292,3 +293,44 @@ def test_the_cli_prints_the_panel_as_json(
     bad = CliRunner().invoke(cli, ["judges", "judgebench", "--judge", "nobody"])
     assert bad.exit_code != 0
     assert "'nobody' has not judged 'judgebench' in both orders" in bad.output
+
+
+@pytest.mark.parametrize("bench", [b for b in SOURCES if b != "judgebench"])
+def test_model_win_rates_equal_a_count_of_debiased_verdicts(
+    panels: dict[str, tuple[dict[str, Any], dict]], bench: str
+) -> None:
+    # A pair's debiased verdict is the common choice of its two orders, else a tie; a tie is
+    # half a win for each model. The response models are in the pair's id ("qid:a|b").
+    panel, raw = panels[bench]
+    rows = {r["judge"]: r for r in panel["judges"]}
+    for judge, pairs in raw.items():
+        wins: dict[str, float] = {}
+        games: dict[str, int] = {}
+        for ext, p in pairs.items():
+            model_a, model_b = ext.split(":")[1].split("|")
+            if model_a == model_b:
+                continue  # the baseline judged against its own answer: no game
+            verdict = p.ab if p.ab == p.ba else "tie"
+            for model, won in ((model_a, "A"), (model_b, "B")):
+                points = 1.0 if verdict == won else 0.5 if verdict == "tie" else 0.0
+                wins[model] = wins.get(model, 0.0) + points
+                games[model] = games.get(model, 0) + 1
+        got = {m["model"]: m for m in rows[judge]["strengths"]["models"]}
+        assert set(got) == set(games)
+        for model, row in got.items():
+            assert row["games"] == games[model]
+            assert row["win_rate"] == pytest.approx(wins[model] / games[model], abs=1e-12)
+        # The strengths maximise the Bradley-Terry likelihood of these very games (scipy).
+        names = sorted(games)
+        w = np.zeros((len(names), len(names)))
+        for ext, p in pairs.items():
+            model_a, model_b = (names.index(m) for m in ext.split(":")[1].split("|"))
+            if model_a == model_b:
+                continue
+            verdict = p.ab if p.ab == p.ba else "tie"
+            a_won = 1.0 if verdict == "A" else 0.5 if verdict == "tie" else 0.0
+            w[model_a, model_b] += a_won
+            w[model_b, model_a] += 1.0 - a_won
+        want = dict(zip(names, bradley_terry_reference(w), strict=True))
+        for model, row in got.items():
+            assert row["strength"] == pytest.approx(want[model], abs=1e-5)

@@ -29,6 +29,7 @@ from app.services.metrics.judge_analysis import (
     judge_verdicts,
     shared_folds,
 )
+from app.services.metrics.judge_strengths import model_strengths
 from app.stats.bootstrap import Estimate, bootstrap_ratios
 
 __all__ = ["FIGURES", "PanelFigure", "judge_panel"]
@@ -243,9 +244,12 @@ def judge_panel(
     -------
     dict
         ``judges``: one row per judge (``n`` pairs judged, ``retained``, each figure of
-        :data:`FIGURES` with ``<name>_ci``); ``differences``: per two judges, each figure's
-        paired difference with its interval on the shared pairs; ``analysis``: the shared
-        pairs, each judge's retention, and the folds with each judge's probe refusal.
+        :data:`FIGURES` with ``<name>_ci``, and ``strengths``: the response models' win rates
+        and Bradley-Terry strengths from its debiased verdicts, see
+        :func:`~app.services.metrics.judge_strengths.model_strengths`); ``differences``: per
+        two judges, each figure's paired difference with its interval on the shared pairs;
+        ``analysis``: the shared pairs, each judge's retention, and the folds with each judge's
+        probe refusal.
 
     Raises
     ------
@@ -259,6 +263,8 @@ def judge_panel(
         raise InvalidInput("must be 0 or more", field="seed")
     verdicts, facts = judge_verdicts(session, benchmark, judges, slice_field)
     rows = [_judge_row(v, facts, resamples, seed) for v in verdicts]
+    for row, v in zip(rows, verdicts, strict=True):
+        row["strengths"] = model_strengths(v, facts, resamples=resamples, seed=seed)
     analysis: dict[str, Any] = {"n": 0, "groups": 0, "retention": [], "folds": None}
     shared: list[int] = []
     try:

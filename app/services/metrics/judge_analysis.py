@@ -68,13 +68,19 @@ class JudgeVerdicts:
 
 @dataclass(frozen=True)
 class PairFacts:
-    """What the panel and the folds read of each judged pair: group, slice, response lengths."""
+    """What the panel and the folds read of each judged pair: group, slice, response lengths.
+
+    ``model_a`` and ``model_b`` name the models behind the two responses where the importer
+    recorded them (MT-Bench, Arena-Hard), for the win rates of the judge's verdicts.
+    """
 
     group: str
     slice: str
     external_id: str
     length_a: int
     length_b: int
+    model_a: str | None = None
+    model_b: str | None = None
 
 
 def _two_order_judges(session: Session, benchmark_id: int) -> dict[int, str]:
@@ -174,8 +180,14 @@ def _pair_facts(
                 external_id=ext,
                 length_a=len(str(payload.get("response_a") or "")),
                 length_b=len(str(payload.get("response_b") or "")),
+                model_a=_model_name(payload.get("model_a")),
+                model_b=_model_name(payload.get("model_b")),
             )
     return facts
+
+
+def _model_name(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 @dataclass(frozen=True)
