@@ -88,9 +88,7 @@ class LocalCritic:
 
     def __post_init__(self) -> None:
         self.tokens = verdict_tokens(self.loaded.tokenizer, VERDICTS)
-        template = self.loaded.info.chat_template or ""
-        # Qwen3-style templates think unless told not to; others ignore the flag.
-        self._template_kwargs = {"enable_thinking": False} if "enable_thinking" in template else {}
+        self._template_kwargs = self.loaded.info.template_kwargs
 
     def describe(self) -> dict[str, Any]:
         """Details stored on the critic's detector."""

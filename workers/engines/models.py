@@ -55,6 +55,15 @@ class ModelInfo:
         """Plain JSON-able form."""
         return asdict(self)
 
+    @property
+    def template_kwargs(self) -> dict[str, Any]:
+        """Extra arguments for the chat template (none for most).
+
+        Qwen3-style templates think unless told not to (``enable_thinking=False``).
+        """
+        thinks = "enable_thinking" in (self.chat_template or "")
+        return {"enable_thinking": False} if thinks else {}
+
 
 @dataclass
 class LoadedModel:

@@ -60,8 +60,7 @@ class _Answerer:
         self.loaded = loaded
         self.params = params
         self.layers = judge_layers(loaded.info.n_layers) if params.capture else None
-        template = loaded.info.chat_template or ""
-        self._template_kwargs = {"enable_thinking": False} if "enable_thinking" in template else {}
+        self._template_kwargs = loaded.info.template_kwargs
         letters = [" " + letter for letter in option_letters(k_max)]
         self.letter_ids = single_token_ids(loaded.tokenizer, ANSWER_PREFIX, letters)[1]
 

@@ -82,9 +82,7 @@ class LocalEngine:
     def __post_init__(self) -> None:
         if self.params.captures:
             self.layers = judge_layers(self.loaded.info.n_layers)
-        template = self.loaded.info.chat_template or ""
-        # Qwen3-style templates think unless told not to; others ignore the flag.
-        self._template_kwargs = {"enable_thinking": False} if "enable_thinking" in template else {}
+        self._template_kwargs = self.loaded.info.template_kwargs
 
     def describe(self) -> dict[str, Any]:
         """Details stored on the judge detector."""
