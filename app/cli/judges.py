@@ -69,8 +69,8 @@ def judges_command(
 ) -> None:
     """The position-bias panel of judges with intervals, paired differences and shared folds.
 
-    With ``--json`` each judge's savings curves of selective re-judging ride along under
-    ``savings`` (``appellate savings`` shows one judge's in words).
+    With --json each judge's savings curves of selective re-judging ride along under
+    "savings" (appellate savings shows one judge's in words).
     """
 
     def read(s: Session) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from app.services.metrics.answer_metrics import ANSWERS_REPORT
 from app.services.metrics.metric_matrix import MACRO, MATRIX_METRICS
 from app.services.metrics.metric_results import MetricsResult
 from app.services.metrics.metrics_query import MetricsQuery
-from app.services.metrics.rankers import ranker_summary
+from app.services.metrics.rankers import RANKERS, ranker_summary
 from app.services.table.facets import BenchmarkFacets
 from app.services.table.instance_filter import FlipState, InstanceFilter, SliceCondition
 from app.stats.registry import ANSWER_METRICS, Metric, Need
@@ -265,8 +265,11 @@ def metrics_page(
     url = request.url
     report = None if result is None else result.report
     matrix, pivot = _matrix(name, report) if report is not None else ([], None)
-    with transaction(store.factory) as session:
-        rankers = ranker_summary(session, name)
+    rankers = None
+    if any(facets.summary.kind in r.kinds for r in RANKERS.values()):
+        # Only a benchmark the rankers rank can hold their summary (one more lookup).
+        with transaction(store.factory) as session:
+            rankers = ranker_summary(session, name)
     context = {
         "rankers": rankers,
         "name": name,

@@ -192,7 +192,7 @@ def set_ranking(
     queue_id: DbId,
     store: StoreDep,
     ranker: Annotated[str, Form()] = "",
-    rerank_every: Annotated[int, Form()] = 0,
+    rerank_every: Annotated[DbCount, Form()] = 0,
 ) -> Response:
     """Order the queue by a ranker (re-ranked after every N reviewed items), or by its source."""
     with transaction(store.write_factory) as session:

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from app.cli import cli
 from app.cli.demo import BUNDLED_DATA
 from app.db import transaction
+from app.services.metrics.rankers import RANKERS
 from app.settings import Settings
 from app.tables import Base, Benchmark, Detector, Instance, LanguageModel, Score
 
@@ -69,10 +70,11 @@ def test_demo_imports_bundled_data_idempotently(
             ).all()
         )
         default = session.scalar(select(Benchmark).where(Benchmark.name == "mmlu-redux"))
-    # Three reward models and o1-mini's two-order score on JudgeBench; four label-error rankers
-    # on MMLU-Redux.
-    assert scores == {"reward_model": 3 * 350, "judge": 350, "ranker": 4 * 2900}
-    assert default is not None and default.details["rankers"]["default"] == "weighted-consensus"
+    # Three reward models and o1-mini's two-order score on JudgeBench; every label-error ranker
+    # that needs no local model on MMLU-Redux; the default is the fixed rule's (no label read).
+    rankers = [r for r in RANKERS.values() if not r.needs_local]
+    assert scores == {"reward_model": 3 * 350, "judge": 350, "ranker": len(rankers) * 2900}
+    assert default is not None and default.details["rankers"]["default"] == "consensus"
     assert before["predictions"] == 2900 * 14 - 29  # 29 answers are empty in the CSVs
     with transaction(factory) as session:
         (model,) = session.scalars(select(LanguageModel))
