@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -17,6 +17,7 @@ from workers.cli.jobs import (
     WaitOption,
     detector_name_option,
     submit_options,
+    template_option,
 )
 
 DetectorNameOption = detector_name_option("--detector", "MODEL/choice")
@@ -114,14 +115,11 @@ def critic(
     ctx: typer.Context,
 ) -> None:
     """Ask a model whether each item's labelled answer is right (scores of a critic:* detector)."""
-    extra: dict[str, Any] = {}
-    if template_file is not None:
-        extra["template"] = template_file.read()
     submit_options(
         ctx,
         CriticParams,
         backend="remote" if server else "local",
         base_url=server,
         mode=mode,
-        **extra,
+        **template_option(template_file),
     )

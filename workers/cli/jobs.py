@@ -183,6 +183,11 @@ def _option_of(ctx: typer.Context, field: str | None) -> str:
     return f"--{field.replace('_', '-')}" if field else "the parameters"
 
 
+def template_option(template_file: typer.FileText | None) -> dict[str, Any]:
+    """The ``template`` parameter read from a ``--template`` file, or nothing (the default)."""
+    return {} if template_file is None else {"template": template_file.read()}
+
+
 def submit_options(
     ctx: typer.Context,
     params_type: type[JobParams],
@@ -268,9 +273,6 @@ def judge(
     ctx: typer.Context,
 ) -> None:
     """Judge a pairwise benchmark in both orders with a local or remote model."""
-    extra: dict[str, Any] = {}
-    if template_file is not None:
-        extra["template"] = template_file.read()
     submit_options(
         ctx,
         JudgeParams,
@@ -278,7 +280,7 @@ def judge(
         backend="remote" if base_url else "local",
         orders=_orders(orders),
         mode=mode,
-        **extra,
+        **template_option(template_file),
     )
 
 
