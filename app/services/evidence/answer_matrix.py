@@ -284,17 +284,22 @@ def load_answers(
         instance_ids=ids,
         external_ids=[r[1] for r in rows],
         groups=[r[2] for r in rows],
-        # An item reviewed as unanswerable has no correct answer to check answers against.
-        labels=[
-            None if is_unanswerable(value) else value
-            for value in (r[4] if resolved is None else resolved.get(r[0]) for r in rows)
-        ],
+        labels=_labels(rows, resolved),
         n_options=np.array([len(r[3].get("options") or []) for r in rows], dtype=np.int64),
         models=names,
         answer_rows=answers,
         probability_rows=probabilities,
         slices=None if slice_field is None else [slice_text(r[3].get(slice_field)) for r in rows],
     )
+
+
+def _labels(rows: Sequence[Any], resolved: dict[int, Any] | None) -> list[Any]:
+    """Each row's label (its original, column 4, or its resolved value by id, column 0).
+
+    An item reviewed as unanswerable has no correct answer to check answers against: None.
+    """
+    values = (r[4] if resolved is None else resolved.get(r[0]) for r in rows)
+    return [None if is_unanswerable(v) else v for v in values]
 
 
 def _option_count(dialect: str) -> Any:
@@ -341,10 +346,7 @@ def _load_arrays(
         instance_ids=ids,
         external_ids=[r[1] for r in rows],
         groups=[r[2] for r in rows],
-        labels=[
-            None if is_unanswerable(v) else v
-            for v in (r[4] if resolved is None else resolved.get(r[0]) for r in rows)
-        ],
+        labels=_labels(rows, resolved),
         n_options=n_options,
         models=read.models,
         slices=None if slice_field is None else [slice_text(r[5]) for r in rows],
