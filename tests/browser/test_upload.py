@@ -23,7 +23,7 @@ from sqlalchemy import func, select
 
 from app.settings import Settings
 from app.store import Store
-from app.tables import Benchmark, Instance, Job, TokenKind
+from app.tables import Benchmark, Instance, Job, LabelEvent, TokenKind
 from tests.browser.test_pages import browser
 from tests.conftest import DATA
 from tests.ingest.test_helpers import FORMATS
@@ -223,3 +223,29 @@ def test_a_zip_escaping_its_folder_is_refused_and_nothing_is_kept(
     assert not (store.settings.data_dir.parent / "escaped.csv").exists()
     with store.factory() as s:
         assert s.scalar(select(func.count()).select_from(Job)) == jobs
+
+
+def test_upload_mtbench_human_judgments_as_votes_per_annotator(
+    admin: Any, served: tuple[str, Store]
+) -> None:
+    # The page suggests the importer from the file's columns; each row is one annotator's vote.
+    url, store = served
+    path = FORMATS / "mt_bench_human" / "human_judgments.jsonl"
+    rows = len(path.read_text(encoding="utf-8").strip().splitlines())
+    _upload(admin, url, path)
+    expect(admin.locator("#importer")).to_have_value("mtbench-human")
+    submit_form(admin, "benchmark-import", {"benchmark": "mt-human"})
+    expect(admin).to_have_url(re.compile(r"/jobs/\d+$"))
+    _worker(store).join(timeout=120)
+    admin.reload()
+    expect(admin.locator("#job")).to_contain_text("done")
+    with store.factory() as s:
+        bench = s.scalar(select(Benchmark).where(Benchmark.name == "mt-human"))
+        assert bench is not None
+        votes = s.scalar(
+            select(func.count())
+            .select_from(LabelEvent)
+            .join(Instance, Instance.id == LabelEvent.instance_id)
+            .where(Instance.benchmark_id == bench.id, LabelEvent.label_name == "human")
+        )
+    assert votes == rows
