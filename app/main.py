@@ -67,6 +67,8 @@ def warm_up(
     log = logging.getLogger(__name__)
     try:
         for template in env.list_templates() if env is not None else ():
+            if stop.is_set():
+                return  # shutting down: the rest would only delay it
             env.get_template(template)  # Jinja compiles a template on its first use
         with transaction(store.factory) as session:
             names = list(session.scalars(select(Benchmark.name).order_by(Benchmark.name)))
