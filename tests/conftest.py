@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -147,6 +147,32 @@ def settings(_migrated: Settings, tmp_path: Path) -> Settings:
 TRUNCATE_LOCK_TIMEOUT = "20s"
 
 
+def _used_tables(conn: Connection, tables: list[str]) -> list[str]:
+    """Those of ``tables`` that hold a row or whose identity sequence has handed out an id.
+
+    TRUNCATE costs ~6 ms per table however small (each gets a new file), 130 ms for the whole
+    schema after every test; most tests touch a few tables. A table emptied by the test itself
+    still counts when its ids moved on: the next test may expect them to start at 1 again.
+    """
+    probes = " UNION ALL ".join(
+        f"SELECT '{name}' WHERE EXISTS (SELECT 1 FROM {name})" for name in tables
+    )
+    holding = set(conn.execute(text(probes)).scalars())
+    advanced = set(
+        conn.execute(
+            text(
+                "SELECT t.relname FROM pg_sequences s "
+                "JOIN pg_class q ON q.relname = s.sequencename "
+                "AND q.relnamespace = to_regnamespace(s.schemaname) "
+                "JOIN pg_depend d ON d.objid = q.oid AND d.deptype IN ('a', 'i') "
+                "JOIN pg_class t ON t.oid = d.refobjid "
+                "WHERE s.schemaname = current_schema() AND s.last_value IS NOT NULL"
+            )
+        ).scalars()
+    )
+    return [name for name in tables if name in holding | advanced]
+
+
 def truncate_pg(eng: Engine, tables: list[str], lock_timeout: str = TRUNCATE_LOCK_TIMEOUT) -> None:
     """Empty ``tables``; a session the test left behind is ended instead of waited for.
 
@@ -155,12 +181,13 @@ def truncate_pg(eng: Engine, tables: list[str], lock_timeout: str = TRUNCATE_LOC
     once stalled at 96% with the machine idle), and a reader can deadlock with it. The test is
     over, so any other session on its database is a leftover: it is ended, named in a warning.
     """
-    statement = text(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
     for attempt in range(3):
         try:
             with eng.begin() as conn:
                 conn.execute(text(f"SET LOCAL lock_timeout = '{lock_timeout}'"))
-                conn.execute(statement)
+                used = _used_tables(conn, tables)
+                if used:
+                    conn.execute(text(f"TRUNCATE {', '.join(used)} RESTART IDENTITY CASCADE"))
             return
         except OperationalError:
             if attempt == 2:
