@@ -44,9 +44,9 @@ def _appellate(env: dict[str, str], *args: str) -> str:
     return done.stdout
 
 
-def _json_tail(text: str) -> Any:
-    """The JSON object a ``--wait`` command prints after its 'job N queued' line."""
-    return json.loads(text[text.index("{") :])
+def _printed_json(text: str) -> Any:
+    """The JSON object a ``--wait`` command prints on stdout (its job number goes to stderr)."""
+    return json.loads(text)
 
 
 def _shortest(folder: Path, start: int, stop: int, name: str) -> Path:
@@ -82,10 +82,10 @@ def main() -> None:
     _appellate(env, "db", "upgrade")
     _appellate(env, "import", "judgebench", str(pairs), "--benchmark", "jb-savings")
     _appellate(env, "models", "add-smollm2")
-    judged = _json_tail(_appellate(env, "judge", "jb-savings", "--model", "smollm2", "--wait"))
+    judged = _printed_json(_appellate(env, "judge", "jb-savings", "--model", "smollm2", "--wait"))
     out["judge_result"] = judged["result"]
     out["judge_seconds"] = round(time.perf_counter() - started, 1)
-    fit = _json_tail(_appellate(env, "probe", "fit", "jb-savings", "--judge", JUDGE, "--wait"))
+    fit = _printed_json(_appellate(env, "probe", "fit", "jb-savings", "--judge", JUDGE, "--wait"))
     out["fit_result"] = fit["result"]
     savings = json.loads(
         _appellate(
@@ -106,13 +106,13 @@ def main() -> None:
     if args.rejudge:
         more = _shortest(args.data, args.pairs, args.pairs + args.rejudge, "more")
         _appellate(env, "import", "judgebench", str(more), "--benchmark", "jb-one-order")
-        one = _json_tail(
+        one = _printed_json(
             _appellate(
                 env, "judge", "jb-one-order", "--model", "smollm2", "--orders", "AB", "--wait"
             )
         )
         out["one_order_result"] = one["result"]
-        redo = _json_tail(
+        redo = _printed_json(
             _appellate(
                 env, "rejudge", "jb-one-order", "--judge", JUDGE, "--budget", str(args.budget),
                 "--wait",

@@ -11,6 +11,7 @@ every asked item, ``metrics --label defect`` measures ``critic:tiny`` and ``disa
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from sqlalchemy import select
@@ -45,7 +46,9 @@ def test_critic_runs_from_the_command_line_and_its_scores_rank_the_items(
     args = ["critic", "mmlu", "--model", "tiny", "--mode", "forced", "--limit", "2", "--wait"]
     done = runner.invoke(cli, [*args, "--device", "cpu"])
     assert done.exit_code == 0, done.output
-    job = json.loads(done.stdout[done.stdout.index("{") :])
+    # With --wait stdout is the finished job alone, whole JSON; the job number is on stderr.
+    job = json.loads(done.stdout)
+    assert re.fullmatch(r"job \d+ queued", done.stderr.splitlines()[0]), done.stderr
     assert (job["kind"], job["status"]) == ("critic", "done")
     assert (job["result"]["items"], job["result"]["scored"], job["result"]["retention"]) == (
         2,

@@ -126,7 +126,9 @@ def submit(
     ``show`` prints a finished (``done``) job its own way instead.
     """
     job_id = in_store(lambda s: enqueue(s).id)
-    typer.echo(f"job {job_id} queued")
+    # With --wait, stdout carries the result alone (JSON a script can parse whole); the job
+    # number goes beside the progress bar on stderr.
+    typer.echo(f"job {job_id} queued", err=wait)
     if not wait:
         return
     store = open_store(Settings())
