@@ -8,6 +8,12 @@ are fitted by nested grouped CV (``appellate probe fit``), and ``judge_savings``
 share of flips recovered against extra judge calls for the probe, the six-feature baseline and
 the random order, with group-bootstrap intervals and the k that recovers 50% / 80% of flips.
 
+With ``--second-mode forced`` (or ``generate``) SmolLM2 judges the same pairs a second time in
+that mode: the two configurations' shared analysis set (pairs parsed in both orders by both),
+their shared outer folds (each pair in one fold for both judges, no question split across folds),
+and each one's estimability verdict on those folds (``appellate judges --json``, ``probe fit
+--shared``) are reported under ``two_judges``.
+
 With ``--rejudge N`` the next ``N`` shortest pairs are then judged in the AB order only, and the
 ``rejudge`` job re-judges the ``--budget`` of them that the frozen probe ranks first in BA.
 
@@ -58,6 +64,34 @@ def _shortest(folder: Path, start: int, stop: int, name: str) -> Path:
     return out
 
 
+def _two_judges(env: dict[str, str], mode: str, resamples: int) -> dict[str, Any]:
+    """Judge the pairs again in ``mode``; the two judges' shared set, folds and gate verdicts."""
+    second = f"smollm2/{mode}"
+    judged = _printed_json(
+        _appellate(env, "judge", "jb-savings", "--model", "smollm2", "--mode", mode, "--wait")
+    )
+    panel = json.loads(
+        _appellate(
+            env, "judges", "jb-savings", "--judge", JUDGE, "--judge", second, "--json",
+            "--resamples", str(resamples),
+        )
+    )  # fmt: skip
+    out: dict[str, Any] = {"second": second, "judge_result": judged["result"]}
+    out["panel"] = {k: v for k, v in panel.items() if k != "savings"}
+    for judge, other in ((JUDGE, second), (second, JUDGE)):
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", "probe", "fit", "jb-savings", "--judge", judge,
+             "--shared", other, "--wait"],
+            env=env, cwd=REPO, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        out[f"fit {judge}"] = (
+            _printed_json(done.stdout)["result"]
+            if done.returncode == 0
+            else {"refused": done.stderr.strip().splitlines()[-1:]}
+        )
+    return out
+
+
 def main() -> None:
     """Run the steps (each resumable) and print the figures."""
     ap = argparse.ArgumentParser(description=__doc__)
@@ -66,6 +100,7 @@ def main() -> None:
     ap.add_argument("--rejudge", type=int, default=0)
     ap.add_argument("--budget", type=int, default=5)
     ap.add_argument("--resamples", type=int, default=2000)
+    ap.add_argument("--second-mode", default=None, help="forced or generate: a second judge")
     args = ap.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
     env = {
@@ -103,6 +138,8 @@ def main() -> None:
         name: [(p["k"], p["recovered"], p["share_ci"]) for p in c["points"]]
         for name, c in savings["curves"].items()
     }
+    if args.second_mode:
+        out["two_judges"] = _two_judges(env, args.second_mode, args.resamples)
     if args.rejudge:
         more = _shortest(args.data, args.pairs, args.pairs + args.rejudge, "more")
         _appellate(env, "import", "judgebench", str(more), "--benchmark", "jb-one-order")

@@ -8,7 +8,7 @@ that order's choice; an invalid order, or none, gives no verdict. Repeats of an 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from app.services.evidence.judge_scores import Verdict, judge_orders
 from app.tables import Choice, Detector, Order
 
-__all__ = ["VERDICTS", "folded_verdict", "judge_verdicts"]
+__all__ = ["VERDICTS", "common_or_tie", "folded_verdict", "judge_verdicts"]
 
 VERDICTS: tuple[str, ...] = (Choice.A.value, Choice.B.value, Choice.tie.value)
 """The values a folded verdict takes, in display order."""
@@ -28,6 +28,15 @@ def folded_verdict(orders: Mapping[str, Verdict]) -> str | None:
     choices = [orders[o].choice for o in _ORDERS if o in orders]
     if not choices or Choice.invalid.value in choices:
         return None
+    return common_or_tie(choices)
+
+
+def common_or_tie(choices: Sequence[str]) -> str:
+    """The choice every order made (as identities, A = response A), else a tie.
+
+    The both-order debiased verdict: a judge that changes its mind with the order has no
+    preference that survives the swap.
+    """
     first = choices[0]
     return first if all(c == first for c in choices) else Choice.tie.value
 

@@ -12,18 +12,20 @@ from typing import Any
 
 import numpy as np
 
+from app.services.evidence.judge_verdicts import common_or_tie
 from app.services.metrics.judge_analysis import JudgeVerdicts, PairFacts
 from app.stats.bootstrap import Estimate, group_multiplicities, percentile_interval
 from app.stats.bradley_terry import bradley_terry, game_matrix, win_rates
+from app.tables import Choice
 
 __all__ = ["debiased_choice", "model_strengths"]
 
-_TIE = "tie"
+_TIE = Choice.tie.value
 
 
 def debiased_choice(ab: str, ba: str) -> str:
     """The pair's verdict from its two orders' identities: the common one, else a tie."""
-    return ab if ab == ba else _TIE
+    return common_or_tie((ab, ba))
 
 
 def model_strengths(
