@@ -55,6 +55,7 @@ def _probes_page(
         "models": page.models,
         "variants": LIE_VARIANTS,
         "frozen": page.frozen,
+        "lie_probes": page.lie_probes,
         "builders": list(BUILDER_NAMES),
         "recipes": list(RECIPES.values()),
         "report": table,

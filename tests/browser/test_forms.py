@@ -60,7 +60,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Stor
     with transaction(store.factory) as s:
         probe = s.scalar(select(Detector).where(Detector.name == FROZEN))
         assert probe is not None
-        probe.details = {"artifact": "probes/truth-layer12.npz", "benchmark": f.STATEMENTS}
+        # A frozen lie probe (as probe fit-lie leaves one): the card form offers it too.
+        probe.details = {
+            "artifact": "probes/truth-layer12.npz", "benchmark": f.STATEMENTS, "kind": "lie",
+            "extract": {"format": "text", "text_field": "statement", "position": "last"},
+        }  # fmt: skip
     ensure_user(settings, "ada", "admin", PASSWORD)
     with live_server(settings) as url:
         yield url, store
@@ -306,6 +310,11 @@ def test_probe_forms(admin: Any, served: tuple[str, Store]) -> None:
     card = _queued(admin, store)
     assert card[0] == "probe_card"
     assert (card[1]["recipe"], card[1]["model"], card[1]["size"]) == ("zou-repe", "smol", 3)
+    admin.goto(probes)
+    # The card of a probe already fitted, instead of a recipe.
+    submit_form(admin, "probe-card", {"recipe": "", "probe": FROZEN, "model": "smol"})
+    fitted = _queued(admin, store)
+    assert (fitted[0], fitted[1]["probe"], fitted[1]["recipe"]) == ("probe_card", FROZEN, "")
     assert len({kind for kind, _ in (fit, fit_lie, build, apply, card)}) == 5
 
 
@@ -318,6 +327,7 @@ BAD_JOB_FORMS = [
     ("probe-datasets", "builder", {"builder": "bogus"}, "builder"),
     ("probe-apply", "probe", {"probe": f.JUDGE, "benchmark": f.STATEMENTS}, "probe"),
     ("probe-card", "size", {"size": "0"}, "size"),
+    ("probe-card", "recipe", {"recipe": "", "probe": ""}, None),
 ]
 
 

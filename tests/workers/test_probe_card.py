@@ -12,16 +12,25 @@ from typing import Any
 import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
+from sqlalchemy import select
+from typer.testing import CliRunner
 
+from app.cli import cli
+from app.db import transaction
+from app.ingest.lie.datasets import build_roleplay, build_truth
 from app.ingest.lie.recipe_sets import TRAINING_SETS
 from app.services.evidence.lie_recipes import RECIPES, get_recipe
-from app.services.jobs.probe_card import ProbeCardParams
+from app.services.evidence.lie_variants import lie_extract_spec
+from app.services.evidence.probe_store import load_probe
+from app.services.jobs.probe_card import ProbeCardParams, fitted_lie_probe
 from app.settings import BUNDLED_DATA, Settings
 from app.store import Store
+from app.tables import Benchmark, Detector, Instance, Score
+from tests.conftest import DATA
 from tests.support.auth_support import api_client
 from tests.support.job_support import register_tiny, run_job, store_on
 from workers.engines.models import load_model
-from workers.jobs.probe_card import fit_recipe, lie_scores, recipe_inputs
+from workers.jobs.probe_card import card_probe, fit_recipe, lie_scores, recipe_inputs
 
 SLICES = [
     "personas / on-policy", "personas / spp", "personas / assistant-prefill", "likelihood",
@@ -37,7 +46,7 @@ def tiny(tiny_model_dir: Path) -> Any:
 @pytest.mark.parametrize("name", list(RECIPES))
 def test_every_recipe_fits_and_scores_honest_items_higher_on_its_training_set(tiny, name):
     recipe = get_recipe(name)
-    params = ProbeCardParams(recipe=name, model="tiny", size=3)
+    params = ProbeCardParams(model="tiny", recipe=name, size=3)
     probe, fit = fit_recipe(tiny, recipe, Path(BUNDLED_DATA), params, [1, 2])
     records = TRAINING_SETS[recipe.training](Path(BUNDLED_DATA), 3, 0)
     assert fit["n"] == len(records) and fit["layer"]["layer"] in (1, 2)
@@ -74,3 +83,66 @@ def test_card_job_has_every_stress_test_and_renders(
         text = client.get("/probes").text
     assert "Report cards" in text and "compliance / round" in text
     assert "rewarded-wrong-quiz" in text or likelihood["kept_pairs"] == 0
+
+
+# One fit of a lie probe, then its card: the model's cost again, the same on both stores.
+@pytest.mark.one_dialect("sqlite")
+def test_a_fitted_lie_probe_gets_a_card_that_reads_items_as_it_was_fitted(
+    cli_store: Settings, engine: Any, tiny_model_dir: Path, tiny: Any
+) -> None:
+    settings = cli_store
+    store: Store = store_on(settings, engine)
+    register_tiny(store, tiny_model_dir)
+    with transaction(store.factory) as s:
+        build_truth(s, DATA, formats=("affirmative", "negated"), topics=("element_symb",),
+                    benchmark="truth-el")  # fmt: skip
+        build_roleplay(s, DATA)
+    spec = lie_extract_spec("lie", "tiny", layers=[1, 2, 3, 4])
+    fitted = run_job(
+        store, "fit_lie_probe", {"benchmark": "truth-el", "name": "mine", "extract": spec}
+    )
+    run_job(store, "apply_probe", {"probe": "mine", "benchmark": "roleplay"})
+    with transaction(store.factory) as s:
+        details, artifact = fitted_lie_probe(s, "mine"), load_probe(s, settings.data_dir, "mine")[1]
+        applied = dict(
+            s.execute(
+                select(Instance.external_id, Score.score)
+                .join(Score, Score.instance_id == Instance.id)
+                .join(Detector, Detector.id == Score.detector_id)
+                .where(Detector.name == "mine")
+            ).all()
+        )
+        replies = s.execute(
+            select(Instance.external_id, Instance.payload)
+            .join(Benchmark, Benchmark.id == Instance.benchmark_id)
+            .where(Benchmark.name == "roleplay")
+            .order_by(Instance.id)
+        ).all()
+    recipe, probe, layers, fit = card_probe("mine", details, artifact, tiny.info.fingerprint)
+    assert layers == [fitted["layer"]] and fit["layer"]["layer"] == fitted["layer"]
+    # The card's capture of the roleplay replies gives the probe's own scores there (probe
+    # apply captured them with the extraction engine): P(honest) = expit(-lie score).
+    x = recipe_inputs(tiny, recipe, [dict(p) for _, p in replies], layers, 8)
+    card_p = 1.0 / (1.0 + np.exp(lie_scores(probe, x)))
+    want = np.asarray([applied[e] for e, _ in replies])
+    assert want.size == 104
+    np.testing.assert_allclose(card_p, want, atol=1e-5)
+    # The card job itself: every stress test, the probe's own layer, no fitting.
+    params = {"probe": "mine", "model": "tiny", "size": 3, "personas": ["contrarian"],
+              "resamples": 50}  # fmt: skip
+    card = run_job(store, "probe_card", params)
+    assert card["probe"] == "mine" and card["fit"]["layer"] == {
+        "rule": "fitted",
+        "layer": fitted["layer"],
+    }
+    assert [r["slice"] for r in card["rows"]] == SLICES
+    # Refused before anything is queued, naming the option: a recipe and a probe together, a
+    # probe that does not exist, a flip probe's artifact-less detector.
+    runner = CliRunner()
+    for args, option in (
+        (["--recipe", "paper", "--probe", "mine"], "--recipe"),
+        (["--probe", "nope"], None),
+    ):
+        out = runner.invoke(cli, ["probe", "card", "--model", "tiny", *args])
+        assert out.exit_code != 0, out.output
+        assert (option or "no probe named 'nope'") in out.output

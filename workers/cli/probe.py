@@ -167,8 +167,9 @@ def _num(value: Any) -> str:
 def card_lines(card: dict[str, Any]) -> list[str]:
     """The report card as text: the fit, the sets' checks, one line per stress-test slice."""
     layer = card["fit"]["layer"]
+    what = f"probe {card['probe']}" if card.get("probe") else f"recipe {card['recipe']}"
     lines = [
-        f"recipe {card['recipe']} on {card['model']} (size {card['size']}): layer "
+        f"{what} on {card['model']} (size {card['size']}): layer "
         f"{layer['layer']} ({layer['rule']}), {card['fit']['n']} training items; threshold "
         f"{card['control']['rule']} on {card['control']['n_control']} control replies, "
         f"realised FPR {card['control']['realised_fpr']:.3f}",
@@ -194,8 +195,16 @@ def card_lines(card: dict[str, Any]) -> list[str]:
 
 @probe_app.command("card")
 def card_command(
-    recipe: Annotated[str, typer.Option("--recipe", help="A recipe (see probe recipes).")],
     model: Annotated[str, typer.Option("--model", help="Registered model.")],
+    recipe: Annotated[
+        str, typer.Option("--recipe", help="A recipe (see probe recipes), fitted here.")
+    ] = "",
+    probe: Annotated[
+        str,
+        typer.Option(
+            "--probe", help="Or a lie probe already fitted (probe fit-lie), read as fitted."
+        ),
+    ] = "",
     size: Annotated[
         int, typer.Option("--size", help="Training rows per source, stress questions, controls.")
     ] = 8,
@@ -216,7 +225,7 @@ def card_command(
     *,
     ctx: typer.Context,
 ) -> None:
-    """Fit a recipe, build the five stress tests with the model and print the report card."""
+    """Fit a recipe (or take a fitted probe), build the five stress tests, print the report card."""
 
     def show(job: Any) -> None:
         card = job.result or {}

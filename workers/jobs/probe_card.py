@@ -10,17 +10,20 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from app.errors import InvalidInput
 from app.ingest.lie.datasets import TRUTH_TOPICS, read_statement_rows, truth_file
 from app.ingest.lie.recipe_sets import TRAINING_SETS, statements
 from app.ingest.lie.stress import StressOptions, StressSet, build_stress_sets
 from app.ingest.records import Record
 from app.services.evidence.lie_recipes import STATEMENTS_CURVE, Recipe, get_recipe
-from app.services.jobs.probe_card import ProbeCardParams
+from app.services.evidence.probe_store import load_probe
+from app.services.jobs.probe_card import ProbeCardParams, fitted_lie_probe, probe_reading
 from app.settings import BUNDLED_DATA
 from app.stats.lie_card import slice_row
 from app.stats.probe_estimators import (
@@ -31,6 +34,7 @@ from app.stats.probe_estimators import (
 )
 from app.stats.probe_layers import VALIDATION, parse_layer_rule
 from app.stats.probe_thresholds import parse_threshold_rule
+from app.stats.probes import LinearProbe
 from workers.engines.judge import judge_layers
 from workers.engines.models import LoadedModel
 from workers.engines.positions import (
@@ -215,17 +219,64 @@ def card_rows(
     return rows
 
 
+def card_probe(
+    name: str, details: dict[str, Any], artifact: dict[str, Any], fingerprint: str
+) -> tuple[Recipe, LinearProbe, list[int], dict[str, Any]]:
+    """A fitted lie probe as the card uses it: how to capture, the probe, its layer, its fit.
+
+    The probe reads one layer (its own), so only that layer is captured; the capture repeats
+    the probe's fit-time reading (:func:`probe_reading`), on the weights it was fitted on
+    (``fingerprint``: the loaded model's).
+
+    Raises
+    ------
+    InvalidInput
+        For other weights, or a reading the card cannot repeat.
+
+    """
+    if artifact["model_fingerprint"] != fingerprint:
+        raise InvalidInput(f"probe {name!r} was fitted on other weights", field="model")
+    render, position = probe_reading(artifact["extract"])
+    recipe = replace(
+        get_recipe("truth-eot"),
+        name=name,
+        follows=f"probe {name} fitted on {details.get('source_benchmark')}",
+        training=str(details.get("source_benchmark")),
+        render=render,
+        position=position,
+        estimator="logistic",
+        layer_rule="fitted",
+        differs="",
+    )
+    probe = replace(LinearProbe.from_dict(artifact["probe"]), layer_index=0)
+    layer = int(artifact["layer"])
+    fit = {"n": int(details.get("n", 0)), "layer": {"rule": "fitted", "layer": layer}}
+    return recipe, probe, [layer], fit
+
+
+def fitted_probe(
+    ctx: JobContext, name: str, loaded: LoadedModel
+) -> tuple[Recipe, LinearProbe, list[int], dict[str, Any]]:
+    """:func:`card_probe` of the stored probe ``name``."""
+    details = ctx.read(lambda s: fitted_lie_probe(s, name))
+    _, artifact = ctx.read(lambda s: load_probe(s, ctx.store.settings.data_dir, name))
+    return card_probe(name, details, artifact, loaded.info.fingerprint)
+
+
 @handles(ProbeCardParams)
 def run_probe_card(ctx: JobContext) -> dict[str, Any]:
     """Handler of ``probe_card`` jobs: see the module docstring."""
     p = ProbeCardParams.from_dict(ctx.params)
-    recipe = get_recipe(p.recipe)
     data = Path(BUNDLED_DATA)
     loaded, _ = load_registered(ctx, p.model)
-    layers = judge_layers(loaded.info.n_layers)
     steps = 4
     ctx.progress(0, steps)
-    probe, fit = fit_recipe(loaded, recipe, data, p, layers)
+    if p.probe:
+        recipe, probe, layers, fit = fitted_probe(ctx, p.probe, loaded)
+    else:
+        recipe = get_recipe(p.recipe)
+        layers = judge_layers(loaded.info.n_layers)
+        probe, fit = fit_recipe(loaded, recipe, data, p, layers)
     ctx.progress(1, steps)
     control = control_payloads(data, p.size, loaded, p.batch_size, p.seed)
     cx = recipe_inputs(loaded, recipe, control, layers, p.batch_size)
@@ -245,6 +296,7 @@ def run_probe_card(ctx: JobContext) -> dict[str, Any]:
     ctx.progress(4, steps)
     return {
         "recipe": recipe.name,
+        "probe": p.probe or None,
         "follows": recipe.follows,
         "model": p.model,
         "size": p.size,

@@ -94,6 +94,11 @@ class ProbesPage:
         """Names of the probes that can be applied to another benchmark."""
         return [c.name for c in self.cards if c.frozen]
 
+    @property
+    def lie_probes(self) -> list[str]:
+        """Names of the frozen lie probes (``probe fit-lie``): those a report card can take."""
+        return [c.name for c in self.cards if c.frozen and c.details.get("kind") == "lie"]
+
 
 def probes_page(session: Session) -> ProbesPage:
     """Probes and baselines by name, with the benchmarks, judges and models by name."""
