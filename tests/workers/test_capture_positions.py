@@ -8,6 +8,7 @@ Most checks run a random 4-block Llama with SmolLM2's real tokenizer and chat te
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -178,8 +179,12 @@ def test_rules_refuse_what_they_cannot_read(tiny: tuple[Any, Any]):
     model, tok = tiny
     short = chat_layout(tok, ONE_TOKEN)
     assert short.response_end - short.response_start == 1
+    # A response no longer than the tokens left out keeps its first token (a one-word answer).
+    got = capture_positions(model, [short], {"response:-3": ResponseTokens(3)}, layers=[1])
+    assert got["response:-3"].positions.tolist() == [short.response_start]
+    empty = replace(short, response_end=short.response_start)
     with pytest.raises(ValueError, match="item 0, position rule 'response:-3'"):
-        capture_positions(model, [short], {"response:-3": ResponseTokens(3)}, layers=[1])
+        capture_positions(model, [empty], {"response:-3": ResponseTokens(3)}, layers=[1])
     plain = text_layout(tok, "Oslo is in Norway.")
     with pytest.raises(ValueError, match="end-of-turn"):
         capture_positions(model, [plain], {"eot": POSITIONS["end_of_turn"]}, layers=[1])

@@ -196,7 +196,12 @@ class TurnEnd:
 
 @dataclass(frozen=True)
 class ResponseTokens:
-    """Every response token, leaving out the last ``exclude_last`` (a detect mask)."""
+    """Every response token, leaving out the last ``exclude_last`` (a detect mask).
+
+    A response of ``exclude_last`` tokens or fewer keeps its first token: the stress tests'
+    answers are a word or two ("Yes."), and a mask that reads nothing there would leave the
+    item unscored (Goldowsky-Dill et al.'s dialogues, where the rule comes from, are longer).
+    """
 
     exclude_last: int = 0
 
@@ -210,13 +215,10 @@ class ResponseTokens:
         return "response" if not self.exclude_last else f"response:-{self.exclude_last}"
 
     def resolve(self, layout: Layout) -> list[int]:
-        """``range(response_start, response_end - exclude_last)``, not empty."""
-        end = layout.response_end - self.exclude_last
-        if end <= layout.response_start:
-            raise ValueError(
-                f"the response has {layout.response_end - layout.response_start} tokens, "
-                f"none left after leaving out the last {self.exclude_last}"
-            )
+        """``range(response_start, response_end - exclude_last)``, at least the first token."""
+        if layout.response_end <= layout.response_start:
+            raise ValueError("the response has no tokens")
+        end = max(layout.response_end - self.exclude_last, layout.response_start + 1)
         return list(range(layout.response_start, end))
 
 
