@@ -64,6 +64,12 @@ def _shortest(folder: Path, start: int, stop: int, name: str) -> Path:
     return out
 
 
+def _usage_error(stderr: str) -> str:
+    """The message of a usage error: the lines inside the box the CLI draws around it."""
+    boxed = [line.strip("│ ").strip() for line in stderr.splitlines() if line.startswith("│")]
+    return " ".join(boxed) or stderr.strip()
+
+
 def _two_judges(env: dict[str, str], mode: str, resamples: int) -> dict[str, Any]:
     """Judge the pairs again in ``mode``; the two judges' shared set, folds and gate verdicts."""
     second = f"smollm2/{mode}"
@@ -87,7 +93,7 @@ def _two_judges(env: dict[str, str], mode: str, resamples: int) -> dict[str, Any
         out[f"fit {judge}"] = (
             _printed_json(done.stdout)["result"]
             if done.returncode == 0
-            else {"refused": done.stderr.strip().splitlines()[-1:]}
+            else {"refused": _usage_error(done.stderr)}
         )
     return out
 
