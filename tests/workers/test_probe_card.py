@@ -17,12 +17,13 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.db import transaction
+from app.errors import InvalidInput
 from app.ingest.lie.datasets import build_roleplay, build_truth
 from app.ingest.lie.recipe_sets import TRAINING_SETS
 from app.services.evidence.lie_recipes import RECIPES, get_recipe
-from app.services.evidence.lie_variants import lie_extract_spec
+from app.services.evidence.lie_variants import LIE_VARIANTS, lie_extract_spec
 from app.services.evidence.probe_store import load_probe
-from app.services.jobs.probe_card import ProbeCardParams, fitted_lie_probe
+from app.services.jobs.probe_card import ProbeCardParams, fitted_lie_probe, probe_reading
 from app.settings import BUNDLED_DATA, Settings
 from app.store import Store
 from app.tables import Benchmark, Detector, Instance, Score
@@ -146,3 +147,18 @@ def test_a_fitted_lie_probe_gets_a_card_that_reads_items_as_it_was_fitted(
         out = runner.invoke(cli, ["probe", "card", "--model", "tiny", *args])
         assert out.exit_code != 0, out.output
         assert (option or "no probe named 'nope'") in out.output
+
+
+def test_a_card_reads_every_fit_lie_variant_and_refuses_other_readings() -> None:
+    readings = {v: probe_reading(lie_extract_spec(v, "m")) for v in LIE_VARIANTS}
+    assert readings == {
+        "truth": ("text", "statement_end"),
+        "lie": ("chat", "end_of_turn"),
+        "forced-opposite": ("chat", "end_of_turn"),
+    }
+    other_field = {**lie_extract_spec("truth", "m"), "text_field": "question"}
+    other_token = {**lie_extract_spec("lie", "m"), "position": "before_marker:Answer"}
+    for extract, said in ((other_field, "text_field='question'"), (other_token, "before_marker")):
+        with pytest.raises(InvalidInput, match=said) as refused:
+            probe_reading(extract)
+        assert refused.value.field == "probe"

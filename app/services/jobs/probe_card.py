@@ -95,7 +95,11 @@ _READINGS: dict[tuple[str, str], tuple[str, str]] = {
     ("text", "last"): ("text", "statement_end"),
     ("chat", "end_of_turn"): ("chat", "end_of_turn"),
 }
-_CHAT_FIELDS = {"system_field": "system", "user_field": "question", "assistant_field": "response"}
+# The payload fields the stress items hold, per format.
+_FIELDS = {
+    "chat": {"system_field": "system", "user_field": "question", "assistant_field": "response"},
+    "text": {"text_field": "statement"},
+}
 
 
 def probe_reading(extract: Mapping[str, Any]) -> tuple[str, str]:
@@ -112,12 +116,14 @@ def probe_reading(extract: Mapping[str, Any]) -> tuple[str, str]:
     """
     key = (str(extract.get("format")), str(extract.get("position")))
     reading = _READINGS.get(key)
-    fields_match = key[0] != "chat" or all(extract.get(k) == v for k, v in _CHAT_FIELDS.items())
+    wanted = _FIELDS.get(key[0], {})
+    fields_match = all(extract.get(k) == v for k, v in wanted.items())
     if reading is None or not fields_match:
         raise InvalidInput(
             "a report card reads a probe fitted on bare statements (last token) or on "
             "system/question/response chats (end of turn, as probe fit-lie fits them); this one "
-            f"reads {key[0]} items at {key[1]}",
+            f"reads {key[0]} items at {key[1]} from "
+            + ", ".join(f"{k}={extract.get(k)!r}" for k in sorted(extract) if k.endswith("_field")),
             field="probe",
         )
     return reading
