@@ -137,6 +137,12 @@ def test_a_fitted_lie_probe_gets_a_card_that_reads_items_as_it_was_fitted(
         "layer": fitted["layer"],
     }
     assert [r["slice"] for r in card["rows"]] == SLICES
+    # A recipe's card with the same model, sizes and personas scores the very same items: the
+    # stress sets are read back from the first card's build, not built again.
+    recipe_card = run_job(store, "probe_card", {**params, "probe": "", "recipe": "marks-truth"})
+    assert (card["sets_reused"], recipe_card["sets_reused"]) == (False, True)
+    assert recipe_card["sets"] == card["sets"]
+    assert len(list((settings.data_dir / "stress-sets").glob("*.json"))) == 1
     # Refused before anything is queued, naming the option: a recipe and a probe together, a
     # probe that does not exist, a flip probe's artifact-less detector.
     runner = CliRunner()

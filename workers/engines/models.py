@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.files import write_text_atomically
+
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -187,15 +189,8 @@ def fingerprint_weights(model_dir: Path) -> str:
     fingerprint = f"sha256:{hasher.hexdigest()}"
     # A read-only HF cache is fine: we hash again next time.
     with contextlib.suppress(OSError):
-        _atomic_write_text(cache, json.dumps({"fingerprint": fingerprint, "files": stamp}))
+        write_text_atomically(cache, json.dumps({"fingerprint": fingerprint, "files": stamp}))
     return fingerprint
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
 
 
 def describe_model(path_or_repo: str | Path, data_dir: Path | None = None) -> ModelInfo:

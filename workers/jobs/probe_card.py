@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from app.errors import InvalidInput
 from app.ingest.lie.datasets import TRUTH_TOPICS, read_statement_rows, truth_file
 from app.ingest.lie.recipe_sets import TRAINING_SETS, statements
 from app.ingest.lie.stress import StressOptions, StressSet, build_stress_sets
+from app.ingest.lie.stress_store import kept_stress_sets
 from app.ingest.records import Record
 from app.services.evidence.lie_recipes import STATEMENTS_CURVE, Recipe, get_recipe
 from app.services.evidence.probe_store import load_probe
@@ -289,7 +290,18 @@ def run_probe_card(ctx: JobContext) -> dict[str, Any]:
     rows = [r for t in TRUTH_TOPICS for r in read_statement_rows(truth_file(data, t))]
     belief = read_statement_rows(truth_file(data, "cities"))
     opts = StressOptions(questions=p.size, personas=tuple(p.personas), seed=p.seed)
-    sets = build_stress_sets(generator, rows, belief, opts, judge=generator, scorer=local)
+    # Built once per model, server, sizes, personas and seed: every card of them scores the
+    # same items (the persona answers are sampled) and the next card skips the build.
+    what = {
+        "weights": loaded.info.fingerprint,
+        "server": [p.base_url, p.remote_model] if generator is not local else None,
+        "options": asdict(opts),
+    }
+    sets, reused = kept_stress_sets(
+        ctx.store.settings.data_dir,
+        what,
+        lambda: build_stress_sets(generator, rows, belief, opts, judge=generator, scorer=local),
+    )
     ctx.progress(3, steps)
     value = threshold.value if np.isfinite(threshold.value) else None
     card_table = card_rows(loaded, recipe, probe, sets, p, layers, value)
@@ -302,6 +314,7 @@ def run_probe_card(ctx: JobContext) -> dict[str, Any]:
         "size": p.size,
         "fit": fit,
         "control": {"rule": recipe.threshold, **threshold.to_dict()},
+        "sets_reused": reused,
         "sets": {
             s.name: {
                 "considered": s.considered,

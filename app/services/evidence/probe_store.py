@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.errors import NotFound
+from app.files import write_text_atomically
 from app.services.evidence.detectors import ensure_detector
 from app.sql.lookup import get_one
 from app.tables import Detector
@@ -55,12 +54,7 @@ def save_probe(
 ) -> Detector:
     """Write the artifact file (atomically) and record the frozen probe as a detector."""
     rel = artifact_path(name)
-    target = data_dir / rel
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".probe-", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(artifact, fh)
-    os.replace(tmp, target)
+    write_text_atomically(data_dir / rel, json.dumps(artifact))
     return put_detector(session, name, "probe", {**details, "artifact": rel}, description)
 
 

@@ -9,8 +9,9 @@ the workers, as the uploads are) and the job page shows it while the job runs.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from app.files import write_text_atomically
 
 __all__ = ["FOLDER", "clear_live_progress", "read_live_progress", "write_live_progress"]
 
@@ -23,11 +24,7 @@ def _path(data_dir: Path, job_id: int) -> Path:
 
 def write_live_progress(data_dir: Path, job_id: int, done: int, total: int | None) -> None:
     """Record ``done`` of ``total`` for job ``job_id`` (atomically: a reader never sees half)."""
-    path = _path(data_dir, job_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"done": int(done), "total": total}), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomically(_path(data_dir, job_id), json.dumps({"done": int(done), "total": total}))
 
 
 def read_live_progress(data_dir: Path, job_id: int) -> tuple[int, int | None] | None:
