@@ -42,6 +42,9 @@ BAD_BODY: dict[int | str, dict[str, Any]] = {
 # The largest bootstrap the API computes in one request: cost grows with resamples times
 # labelled items, and 100,000 resamples of a small benchmark took 11 s inline.
 MAX_RESAMPLES = 10_000
+# What a page that computes its bootstrap in the request draws by default (report, judges,
+# savings): enough for percentile intervals, quick on a few hundred groups.
+PAGE_RESAMPLES = 1000
 
 
 class InvalidPart(BaseModel):

@@ -20,16 +20,13 @@ from app.services.table.facets import benchmark_facets
 from app.tables import BenchmarkKind
 from app.web.benchmark_params import non_blank
 from app.web.deps import ReadCache, StoreDep
-from app.web.error_docs import MAX_RESAMPLES
+from app.web.error_docs import MAX_RESAMPLES, PAGE_RESAMPLES
 from app.web.filters import Blank
 from app.web.params import DbCount
 from app.web.routers import page_router
 from app.web.templating import render
 
 router = page_router()
-
-# The page computes its bootstrap inline: fewer resamples than the CLI's default.
-DEFAULT_RESAMPLES = 1000
 
 
 @router.get("/benchmarks/{name}/judges", response_class=HTMLResponse)
@@ -40,7 +37,7 @@ def judges_page(
     cache: ReadCache,
     judge: Annotated[list[str] | None, Query(description="Judges to compare.")] = None,
     slice: Annotated[str | None, Blank, Query(description="Field stratifying the folds.")] = None,
-    resamples: Annotated[int, Query(ge=1, le=MAX_RESAMPLES)] = DEFAULT_RESAMPLES,
+    resamples: Annotated[int, Query(ge=1, le=MAX_RESAMPLES)] = PAGE_RESAMPLES,
     seed: Annotated[DbCount, Query()] = 0,
 ) -> HTMLResponse:
     """The panel of the chosen judges (every two-order judge when none is chosen)."""

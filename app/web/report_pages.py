@@ -33,7 +33,7 @@ from app.services.review.defect_report import defect_report
 from app.services.table.filter_query import parse_filter_query
 from app.store import Store
 from app.web.deps import StoreDep
-from app.web.error_docs import MAX_RESAMPLES
+from app.web.error_docs import MAX_RESAMPLES, PAGE_RESAMPLES
 from app.web.filters import Blank
 from app.web.routers import page_router
 from app.web.templating import render
@@ -41,7 +41,6 @@ from app.web.urls import path_segment
 
 router = page_router()
 
-DEFAULT_RESAMPLES = 1000
 MEDIA_TYPES = {
     "jsonl": "application/x-ndjson",
     "csv": "text/csv; charset=utf-8",
@@ -87,7 +86,7 @@ def report_page(
     store: StoreDep,
     label: LabelParam = None,
     k: KParam = 2,
-    resamples: ResamplesParam = DEFAULT_RESAMPLES,
+    resamples: ResamplesParam = PAGE_RESAMPLES,
 ) -> HTMLResponse:
     """Defect tags, relabelled items, metrics before and after review, and the export form."""
     with transaction(store.factory) as session:

@@ -18,13 +18,11 @@ from app.errors import InvalidInput, NotFound
 from app.services.evidence.benchmarks import get_benchmark
 from app.services.metrics.judge_savings import judge_savings, savings_plot
 from app.web.deps import StoreDep
+from app.web.error_docs import PAGE_RESAMPLES
 from app.web.routers import page_router
 from app.web.templating import render
 
 router = page_router()
-
-# The page's bootstrap: enough for percentile intervals, quick on a few hundred pairs.
-PAGE_RESAMPLES = 1000
 
 
 @router.get("/benchmarks/{name}/savings", response_class=HTMLResponse)
