@@ -585,6 +585,27 @@ class FacetResult(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
 
 
+class KeptArrays(Base):
+    """Named arrays derived from a benchmark's evidence, kept per evidence version (issue 21).
+
+    What a cold read of a big benchmark spends seconds on and a page needs whole: the label
+    columns of a label set, a detector's scores, the instance ids of a sorted table. ``name``
+    says which (``app.sql.kept_arrays``); ``payload`` holds the arrays as one ``.npz``. They read
+    evidence and original labels only, so ``evidence_version`` names them, and a write that
+    bumps it leaves them unread until they are kept again.
+    """
+
+    __tablename__ = "kept_arrays"
+    __table_args__ = (UniqueConstraint("benchmark_id", "name", "evidence_version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmarks.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(400))
+    evidence_version: Mapped[int] = mapped_column(Integer)
+    payload: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime(), default=utcnow)
+
+
 class DisagreementResult(Base):
     """A disagreement query's whole ranked list, kept per query and data version (issue 14).
 

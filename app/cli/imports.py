@@ -23,6 +23,8 @@ from app.ingest.mtbench_judgments import import_mtbench_judgments
 from app.ingest.records import ImportSummary
 from app.ingest.statements import import_statements
 from app.ingest.table import import_table
+from app.services.jobs.warm_up import queue_warm_up
+from app.tables import Job
 
 import_app = typer.Typer(
     no_args_is_help=True, help="Import benchmarks, labels, judgments and scores."
@@ -62,9 +64,22 @@ GraderOption = _text("--grader", "answer: exact | normalized | numeric[:TOL] | r
 
 
 def _run(work: Callable[[Session], list[ImportSummary]]) -> None:
-    """One transaction around ``work``, then one summary line per importer call."""
-    for summary in in_store(work, create=True):
+    """One transaction around ``work`` and the warm-ups it calls for, then a line per call."""
+
+    def imported(session: Session) -> list[tuple[ImportSummary, Job | None]]:
+        summaries = work(session)
+        # In the import's transaction: a big benchmark's warm-up is queued exactly when the
+        # import lands. One per benchmark, however many files named it.
+        names = dict.fromkeys(s.benchmark for s in summaries if s.benchmark)
+        jobs = {name: queue_warm_up(session, name) for name in names}
+        return [(s, jobs.get(s.benchmark)) for s in summaries]
+
+    shown: set[int] = set()
+    for summary, job in in_store(imported, create=True):
         typer.echo(summary.line())
+        if job is not None and job.id not in shown:
+            shown.add(job.id)
+            typer.echo(f"{summary.benchmark}: job {job.id} queued to prepare its first views")
 
 
 def _pairs(values: list[str] | None, option: str) -> dict[str, str]:

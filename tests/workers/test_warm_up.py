@@ -38,7 +38,15 @@ def test_warm_up_keeps_the_headline_metrics_the_page_then_serves(
     with transaction(factory) as s:
         job = s.scalar(select(Job).where(Job.kind == WarmUpParams.kind))
         assert job is not None and job.status == "done", job.error
-        assert job.result == {"benchmark": f.PAIRWISE, "label": "reference", "computed": True}
+        # Label columns of each label set and each scored detector's scores (a small benchmark
+        # keeps no sorted order); no default ranker, so no opening list to rank.
+        assert job.result == {
+            "benchmark": f.PAIRWISE,
+            "label": "reference",
+            "computed": True,
+            "kept_arrays": 4,
+            "opening_list": None,
+        }
         kept = stored_result(s, get_benchmark(s, f.PAIRWISE), query, cache=None)
         assert kept is not None and kept.report["rows"]
     with api_client(settings) as client:
@@ -55,3 +63,4 @@ def test_warm_up_keeps_the_headline_metrics_the_page_then_serves(
     with transaction(factory) as s:
         last = s.scalar(select(Job).order_by(Job.id.desc()).limit(1))
         assert last is not None and last.result["computed"] is False
+        assert last.result["kept_arrays"] == 0

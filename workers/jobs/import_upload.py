@@ -29,6 +29,7 @@ from app.ingest.table import import_table
 from app.services.jobs.import_upload import IMPORTERS, ImportUploadParams, upload_path
 from app.services.jobs.live_progress import clear_live_progress
 from app.services.jobs.upload_files import import_target, upload_files
+from app.services.jobs.warm_up import queue_warm_up
 from workers.runner import JobContext, handles
 
 Importer = Callable[[Session, Path, ImportUploadParams], ImportSummary]
@@ -98,7 +99,10 @@ def run_import_upload(ctx: JobContext) -> dict[str, Any]:
         # Counted afresh on each attempt: a transaction retried after a lost connection
         # reads the files again from the start.
         with counting_reads(total, ctx.progress_aside):
-            return IMPORT[params.importer](session, target, params)
+            summary = IMPORT[params.importer](session, target, params)
+        if summary.benchmark:
+            queue_warm_up(session, summary.benchmark)  # lands with the import, or not at all
+        return summary
 
     try:
         summary = ctx.commit(work, done=total, total=total)

@@ -32,11 +32,13 @@ from app.services.evidence.flips import FLIP_PREFIX
 from app.services.evidence.labels import current_label_subquery, label_names
 from app.services.evidence.payload_fields import payload_text
 from app.services.evidence.resolution import check_k, resolved_values
+from app.sql.kept_arrays import Arrays, kept_arrays, kept_name, text_array, texts
 from app.tables import Benchmark, Detector, Instance, Judgment, Order, Score
 
 __all__ = [
     "LABEL_MODES",
     "MISSING_SLICE",
+    "LabelColumns",
     "LabelMode",
     "LabelledItems",
     "ab_choices",
@@ -44,9 +46,13 @@ __all__ = [
     "data_key",
     "detector_scores",
     "get_detector",
+    "label_columns_name",
     "label_key",
     "load_labelled",
+    "read_label_columns",
+    "read_score_arrays",
     "scored_detectors",
+    "scores_name",
 ]
 
 MISSING_SLICE = "(none)"
@@ -140,8 +146,110 @@ def load_labelled(
     labels = check_label_mode(labels)
     check_k(k)
     bench = get_benchmark(session, benchmark) if isinstance(benchmark, str) else benchmark
-    columns: list[Any] = [Instance.id, Instance.external_id, Instance.group_key]
     if labels == "original":
+        kept = kept_arrays(session, bench, label_columns_name(label, slice_field))
+        columns = LabelColumns.from_arrays(kept) if kept is not None else None
+        if columns is None:
+            columns = _read_columns(session, bench, label, slice_field, None)
+    else:
+        resolved = resolved_values(session, bench.id, label, k=k)
+        columns = _read_columns(session, bench, label, slice_field, resolved)
+    if not columns.values:
+        what = "no label set" if labels == "original" else "no resolved value of label set"
+        # The names it has, so a typo is fixed without another command to list them.
+        known = known_names(label_names(session, bench.id))
+        raise NotFound(f"benchmark {bench.name!r} has {what} {label!r}; label sets: {known}")
+    ids, external_ids, groups = columns.ids, columns.external_ids, columns.groups
+    values, slice_column = columns.values, columns.slices
+    # The target's code of each distinct value (a handful), not of each row.
+    distinct = set(values)
+    target = binary_target(label, distinct, positive)
+    # -1 for a value of neither class; straight into bytes, no array of Python objects.
+    code = {v: -1 if (c := target.encode(v)) is None else c for v in distinct}
+    encoded = np.fromiter(map(code.__getitem__, values), dtype=np.int8, count=len(values))
+    kept_rows = encoded >= 0
+    every = len(values)
+    if not kept_rows.all():
+        where = np.flatnonzero(kept_rows)
+        listed = where.tolist()
+        ids = ids[where]
+        external_ids, groups, values = (
+            [column[i] for i in listed] for column in (external_ids, groups, values)
+        )
+        if slice_column is not None:
+            slice_column = [slice_column[i] for i in listed]
+    return LabelledItems(
+        benchmark=bench,
+        target=target,
+        instance_ids=ids,
+        external_ids=external_ids,
+        groups=groups,
+        values=values,
+        y=encoded[kept_rows],
+        slices=None if slice_column is None else [slice_text(v) for v in slice_column],
+        excluded=every - len(values),
+    )
+
+
+@dataclass(frozen=True)
+class LabelColumns:
+    """The items of a benchmark with a value of a label set, before any target: columns.
+
+    ``slices`` holds the raw payload value of the slice field (``None`` when none was read).
+    """
+
+    ids: NDArray[np.int64]
+    external_ids: list[str]
+    groups: list[str]
+    values: list[str]
+    slices: list[Any] | None = None
+
+    def to_arrays(self) -> Arrays:
+        """The columns as named arrays (text as JSON bytes), for :func:`keep_arrays`."""
+        arrays: Arrays = {
+            "ids": self.ids,
+            "external_ids": text_array(self.external_ids),
+            "groups": text_array(self.groups),
+            "values": text_array(self.values),
+        }
+        if self.slices is not None:
+            arrays["slices"] = text_array(self.slices)
+        return arrays
+
+    @classmethod
+    def from_arrays(cls, arrays: Arrays) -> LabelColumns:
+        """The columns :meth:`to_arrays` wrote."""
+        return cls(
+            ids=arrays["ids"].astype(np.int64, copy=False),
+            external_ids=texts(arrays["external_ids"]),
+            groups=texts(arrays["groups"]),
+            values=texts(arrays["values"]),
+            slices=texts(arrays["slices"]) if "slices" in arrays else None,
+        )
+
+
+def label_columns_name(label: str, slice_field: str | None = None) -> str:
+    """The kept name of the original-label columns of ``label`` (with ``slice_field`` read)."""
+    return kept_name("labels", label, slice_field)
+
+
+def read_label_columns(
+    session: Session, bench: Benchmark, label: str, slice_field: str | None = None
+) -> LabelColumns:
+    """The original-label columns of ``label`` read from the rows (never from a kept copy)."""
+    return _read_columns(session, bench, label, slice_field, None)
+
+
+def _read_columns(
+    session: Session,
+    bench: Benchmark,
+    label: str,
+    slice_field: str | None,
+    resolved: dict[int, str] | None,
+) -> LabelColumns:
+    """The items with a value: the original one, or the one in ``resolved`` when given."""
+    columns: list[Any] = [Instance.id, Instance.external_id, Instance.group_key]
+    if resolved is None:
         columns.append(current_label_subquery(label).label("value"))
     if slice_field is not None:
         try:
@@ -150,45 +258,22 @@ def load_labelled(
             raise InvalidInput(str(exc), field="slice") from None
     q = select(*columns).where(Instance.benchmark_id == bench.id).order_by(Instance.id)
     rows: list[Sequence[Any]]
-    if labels == "original":
+    if resolved is None:
         rows = [r for r in _plain_rows(session, q) if r[3] is not None]
     else:
-        # One grouped read of the review history; the value takes the label's column slot so
-        # the rows look alike from here on.
-        resolved = resolved_values(session, bench.id, label, k=k)
+        # The value takes the label's column slot so the rows look alike from here on.
         rows = [
             (*r[:3], resolved[r[0]], *r[3:]) for r in _plain_rows(session, q) if r[0] in resolved
         ]
     if not rows:
-        what = "no label set" if labels == "original" else "no resolved value of label set"
-        # The names it has, so a typo is fixed without another command to list them.
-        known = known_names(label_names(session, bench.id))
-        raise NotFound(f"benchmark {bench.name!r} has {what} {label!r}; label sets: {known}")
-    # Columns, then the target's code of each distinct value (a handful), not of each row.
+        return LabelColumns(np.empty(0, dtype=np.int64), [], [], [], None)
     ids, external_ids, groups, values, *slice_column = (list(c) for c in zip(*rows, strict=True))
-    distinct = set(values)
-    target = binary_target(label, distinct, positive)
-    # -1 for a value of neither class; straight into bytes, no array of Python objects.
-    code = {v: -1 if (c := target.encode(v)) is None else c for v in distinct}
-    encoded = np.fromiter(map(code.__getitem__, values), dtype=np.int8, count=len(values))
-    kept = encoded >= 0
-    every = len(values)
-    if not kept.all():
-        where = np.flatnonzero(kept).tolist()
-        ids, external_ids, groups, values = (
-            [column[i] for i in where] for column in (ids, external_ids, groups, values)
-        )
-        slice_column = [[column[i] for i in where] for column in slice_column]
-    return LabelledItems(
-        benchmark=bench,
-        target=target,
-        instance_ids=np.array(ids, dtype=np.int64),
-        external_ids=external_ids,
-        groups=groups,
-        values=values,
-        y=encoded[kept],
-        slices=None if slice_field is None else [slice_text(v) for v in slice_column[0]],
-        excluded=every - len(values),
+    return LabelColumns(
+        np.array(ids, dtype=np.int64),
+        external_ids,
+        groups,
+        values,
+        slice_column[0] if slice_field is not None else None,
     )
 
 
@@ -285,19 +370,47 @@ def detector_scores(
     out = np.full(items.instance_ids.size, np.nan)
     if items.instance_ids.size == 0:
         return out
-    # By id range, no join: the items' ids are known, and the binary search below drops any
-    # score of another benchmark's instance inside the range (a join with the instances
-    # costs a lookup per score).
-    lo, hi = int(items.instance_ids[0]), int(items.instance_ids[-1])
-    ids, scores = _score_arrays(
-        session, Score.detector_id == detector.id, Score.instance_id.between(lo, hi)
-    )
+    kept = kept_arrays(session, items.benchmark, scores_name(detector.id))
+    if kept is not None:
+        ids, scores = kept["ids"], kept["scores"]
+    else:
+        # By id range, no join: the items' ids are known, and the binary search below drops
+        # any score of another benchmark's instance inside the range (a join with the
+        # instances costs a lookup per score).
+        lo, hi = int(items.instance_ids[0]), int(items.instance_ids[-1])
+        ids, scores = _score_arrays(
+            session, Score.detector_id == detector.id, Score.instance_id.between(lo, hi)
+        )
     # The items are in instance-id order: each scored id's row by binary search, no dict.
     at = np.searchsorted(items.instance_ids, ids)
     hit = at < items.instance_ids.size
     hit[hit] = items.instance_ids[at[hit]] == ids[hit]
     out[at[hit]] = scores[hit]
     return out
+
+
+def scores_name(detector_id: int) -> str:
+    """The kept name of a detector's scores on a benchmark."""
+    return kept_name("scores", detector_id)
+
+
+def read_score_arrays(session: Session, bench: Benchmark, detector: Detector) -> Arrays:
+    """The detector's scores of ``bench``'s instances read from the rows, for keeping.
+
+    Returns
+    -------
+    dict
+        ``ids`` (int64, shape (n_scored,)) and ``scores`` (float64, same shape; NaN for a
+        null score).
+
+    """
+    of_bench = select(Instance.id).where(Instance.benchmark_id == bench.id)
+    ids, scores = _score_arrays(
+        session, Score.detector_id == detector.id, Score.instance_id.in_(of_bench)
+    )
+    # In instance-id order: whoever reads them aligns by binary search.
+    order = np.argsort(ids, kind="stable")
+    return {"ids": ids[order], "scores": scores[order]}
 
 
 def _score_arrays(

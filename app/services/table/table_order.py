@@ -23,12 +23,22 @@ from sqlalchemy.orm import Session
 
 from app.services.evidence.labelled_items import data_key
 from app.services.table.facets import BenchmarkFacets
-from app.services.table.instance_filter import InstanceFilter
-from app.services.table.instance_sort import TableSort, ordering
+from app.services.table.instance_filter import InstanceFilter, filter_conditions, resolve_filter
+from app.services.table.instance_sort import TableSort, ordering, resolve_sort, sort_key
 from app.sql.cache import VersionedCache
+from app.sql.kept_arrays import kept_arrays, kept_name
 from app.tables import Benchmark, Instance
 
-__all__ = ["KEEP_ORDER_FROM", "ORDER_CACHE", "external_ids", "kept_order", "neighbour_ids"]
+__all__ = [
+    "KEEP_ORDER_FROM",
+    "ORDER_CACHE",
+    "external_ids",
+    "kept_order",
+    "neighbour_ids",
+    "order_name",
+    "read_order",
+    "resolved_order_name",
+]
 
 KEEP_ORDER_FROM = 20_000
 """Benchmarks with at least this many instances keep sorted orders whole; smaller ones let the
@@ -77,12 +87,50 @@ def kept_order(
         return None
 
     def read() -> NDArray[np.int64]:
-        query = select(Instance.id).where(*conds).order_by(*ordering(key, sort.descending))
-        ids = session.connection().scalars(query)
-        return np.fromiter(ids, dtype=np.int64)
+        # Kept in the store by the benchmark's warm-up (a restart finds it there), else read.
+        kept = kept_arrays(session, bench, order_name(flt, sort))
+        if kept is not None:
+            return kept["ids"].astype(np.int64, copy=False)
+        return _read_order(session, conds, key, sort)
 
     key_of_data = data_key(session, bench, evidence=True)
     return ORDER_CACHE.get_or_compute(("table-order", *key_of_data, flt, sort), read)
+
+
+def order_name(flt: InstanceFilter, sort: TableSort) -> str:
+    """The kept name of the order of the (resolved) filter ``flt`` and ``sort``."""
+    return kept_name("order", flt.model_dump(mode="json"), str(sort))
+
+
+def resolved_order_name(facets: BenchmarkFacets, flt: InstanceFilter, sort: TableSort) -> str:
+    """:func:`order_name` of ``flt`` and ``sort`` resolved as a table request resolves them."""
+    return order_name(resolve_filter(facets, flt), resolve_sort(facets, sort))
+
+
+def read_order(
+    session: Session, facets: BenchmarkFacets, flt: InstanceFilter, sort: TableSort
+) -> NDArray[np.int64]:
+    """The ids of ``flt``'s rows in ``sort`` order, read from the rows (what the warm-up keeps).
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (n_rows,)
+
+    """
+    flt = resolve_filter(facets, flt)
+    sort = resolve_sort(facets, sort)
+    conds = filter_conditions(facets, flt, session.get_bind().dialect.name)
+    return _read_order(session, conds, sort_key(facets, sort), sort)
+
+
+def _read_order(
+    session: Session,
+    conds: Sequence[ColumnElement[bool]],
+    key: ColumnElement[object],
+    sort: TableSort,
+) -> NDArray[np.int64]:
+    query = select(Instance.id).where(*conds).order_by(*ordering(key, sort.descending))
+    return np.fromiter(session.connection().scalars(query), dtype=np.int64)
 
 
 def neighbour_ids(
