@@ -213,6 +213,20 @@ def test_ranker_metrics_bench() -> None:
     assert report["max_abs_diff_vs_sklearn"] < 1e-9
 
 
+def test_ranker_bench() -> None:
+    report = run_bench(
+        "ranker_bench.py", "--n", 2000, "--models", 5, "--groups", 500, "--rounds", 1,
+        "--databases", "sqlite",
+    )  # fmt: skip
+    sqlite = report["sqlite"]
+    assert sqlite["consensus_max_abs_diff_vs_numpy"] < 1e-12
+    # The mode lists what cleanlab lists, from kept arrays and from rows, and lists something.
+    assert sqlite["cleanlab_same_list"] and sqlite["cleanlab_same_list_from_rows"]
+    assert sqlite["cleanlab_issues"] > 0
+    assert sqlite["cleanlab_mode_s"] > 0 and sqlite["cleanlab_mode_from_rows_s"] > 0
+    assert set(sqlite["under_targets"]) == set(report["targets"])
+
+
 def test_metrics_job_bench_times_the_cold_computation_against_a_base() -> None:
     databases = one_dialect_of("postgresql")  # as the scale bench: the script, on one store
     report = run_bench(
