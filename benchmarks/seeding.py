@@ -23,15 +23,16 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from sqlalchemy import select, text  # noqa: E402
+from sqlalchemy import func, select, text  # noqa: E402
 
 from app.db import transaction  # noqa: E402
 from app.ingest.table import import_table  # noqa: E402
 from app.services.evidence.benchmarks import get_benchmark  # noqa: E402
+from app.services.jobs.warm_up import queue_warm_up  # noqa: E402
 from app.services.review import queues  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.store import Store  # noqa: E402
-from app.tables import Instance  # noqa: E402
+from app.tables import Instance, Job  # noqa: E402
 from benchmarks.serving import fresh_store, pg_admin, pg_url  # noqa: E402
 
 BENCHMARK = "scale-pairwise"
@@ -138,6 +139,36 @@ def add_queue(settings: Settings, n_items: int, *, created_by: str = "") -> int:
                 overlap_k=2, blind=False, created_by=created_by,
             )  # fmt: skip
             return queue.id
+    finally:
+        store.close()
+
+
+def queue_warm_up_job(settings: Settings) -> int | None:
+    """Queue the benchmark's warm-up as ``appellate import`` does after an import; its job id."""
+    store = Store.open(settings)
+    try:
+        with transaction(store.factory) as session:
+            job = queue_warm_up(session, BENCHMARK)
+            return None if job is None else job.id
+    finally:
+        store.close()
+
+
+def wait_for_jobs(settings: Settings, timeout_s: float) -> float:
+    """Seconds until no job is queued or running (a worker must run them); raises on timeout."""
+    store = Store.open(settings)
+    start = time.perf_counter()
+    try:
+        while True:
+            with store.factory() as session:
+                left = session.scalar(
+                    select(func.count(Job.id)).where(Job.status.in_(("queued", "running")))
+                )
+            if not left:
+                return round(time.perf_counter() - start, 1)
+            if time.perf_counter() - start > timeout_s:
+                raise TimeoutError(f"{left} job(s) still queued or running after {timeout_s} s")
+            time.sleep(1.0)
     finally:
         store.close()
 

@@ -20,6 +20,10 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.db import transaction
+from app.ingest.mmlu_redux import import_mmlu_redux
+from app.services.disagreements.disagreement_query import DisagreementQuery
+from app.services.disagreements.disagreement_results import ListRequest, stored_ranked
+from app.services.disagreements.disagreement_view import opening_query
 from app.services.evidence.benchmarks import bump_data_version, get_benchmark
 from app.services.evidence.labelled_items import (
     detector_scores,
@@ -30,16 +34,20 @@ from app.services.evidence.labelled_items import (
 from app.services.evidence.labels import append_label
 from app.services.jobs import warm_up
 from app.services.jobs.kind import enqueue
+from app.services.jobs.rank_errors import RankErrorsParams
+from app.services.jobs.warm_up import WarmUpParams
 from app.services.table import table_order
 from app.settings import Settings
 from app.sql.cache import VersionedCache
 from app.sql.kept_arrays import keep_arrays, kept_arrays, text_array, texts
 from app.tables import Instance, Job, KeptArrays
+from tests.conftest import DATA
 from tests.support.job_support import run_queue, store_on
 from tests.table.test_instance_sort import BENCH, RM, _seed
 from tests.table.test_table_order import FILTERS, _pages
 
 SORT = f"-score:{RM}"
+MMLU = DATA / "mmlu-redux"
 
 
 @pytest.fixture
@@ -168,3 +176,29 @@ def test_an_import_queues_the_warm_up_of_a_big_benchmark_once(
         s.execute(update(Job).values(status="running"))
     later = CliRunner().invoke(cli, args)
     assert "queued to prepare" in later.stdout and len(jobs()) == 2
+
+
+def test_the_warm_up_ranks_and_keeps_the_opening_list_of_a_benchmark_with_a_default_ranker(
+    settings: Settings, engine: Engine, factory: sessionmaker[Session]
+) -> None:
+    store = store_on(settings, engine)
+    with transaction(factory) as s:
+        import_mmlu_redux(s, [MMLU / "astronomy.csv"], "astro")
+        enqueue(s, RankErrorsParams("astro", ["consensus"]))
+    assert run_queue(store) == 1
+    with transaction(factory) as s:
+        bench = get_benchmark(s, "astro")
+        opening = opening_query(bench, DisagreementQuery()).with_label("reference")
+        spec = opening.spec
+        request = ListRequest.of(
+            spec, opening.detectors, "reference", None, spec.settle(opening.detectors, {})
+        )
+        assert opening.detectors == ("ranker:consensus",)
+        assert stored_ranked(s, bench, request) is None
+        enqueue(s, WarmUpParams("astro", resamples=20))
+    assert run_queue(store) == 1
+    with factory() as s:
+        job = s.scalar(select(Job).where(Job.kind == WarmUpParams.kind))
+        assert job is not None and job.status == "done", job.error
+        kept = stored_ranked(s, get_benchmark(s, "astro"), request)
+        assert kept is not None and len(kept) == job.result["opening_list"] > 0

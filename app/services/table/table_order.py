@@ -6,7 +6,10 @@ request (3.5 s at a million instances on PostgreSQL), whether the page is the fi
 last. For benchmarks of at least :data:`KEEP_ORDER_FROM` instances the whole order is read once
 per evidence version, filter and sort, as an array of instance ids (8 bytes a row: 8 MB at a
 million), kept in :data:`ORDER_CACHE`, and a page or an instance's neighbours are then slices of
-it: work in proportion to the page.
+it: work in proportion to the page. The orders a header click opens (each scored detector's
+score, highest first, unfiltered) are also kept in the store by the benchmark's warm-up job
+(:func:`read_order`, ``app.sql.kept_arrays``): the first sorted page after a restart loads them
+instead of sorting.
 
 The order reads only evidence and original labels, like every table read, so review events
 (votes, adjudications) leave it valid; the key holds the benchmark's ``evidence_version``.
