@@ -27,7 +27,16 @@ from sqlalchemy.orm import Session
 from app.sql.kept_results import keep_result
 from app.tables import Benchmark, KeptArrays
 
-__all__ = ["Arrays", "keep_arrays", "kept_arrays", "kept_name", "text_array", "texts"]
+__all__ = [
+    "Arrays",
+    "coded_texts",
+    "decoded_texts",
+    "keep_arrays",
+    "kept_arrays",
+    "kept_name",
+    "text_array",
+    "texts",
+]
 
 Arrays = dict[str, NDArray[Any]]
 """Named arrays of one kept row."""
@@ -57,6 +66,26 @@ def texts(array: NDArray[np.uint8]) -> list[Any]:
     return list(json.loads(array.tobytes()))
 
 
+def coded_texts(values: Sequence[str | None]) -> tuple[NDArray[np.int64], NDArray[np.uint8]]:
+    """A column with few distinct strings as codes and the JSON of its vocabulary.
+
+    A label set has a handful of values and a benchmark's groups a fraction of its items:
+    decoding codes is an index into the vocabulary, not a parse of every row.
+    """
+    vocabulary: dict[str | None, int] = {}
+    codes = np.fromiter(
+        (vocabulary.setdefault(v, len(vocabulary)) for v in values),
+        dtype=np.int64,
+        count=len(values),
+    )
+    return codes, text_array(list(vocabulary))
+
+
+def decoded_texts(codes: NDArray[np.int64], vocabulary: NDArray[np.uint8]) -> list[Any]:
+    """The column :func:`coded_texts` wrote."""
+    return list(np.array(texts(vocabulary), dtype=object)[codes].tolist()) if codes.size else []
+
+
 def _to_bytes(arrays: Mapping[str, NDArray[Any]]) -> bytes:
     buf = io.BytesIO()
     # Not compressed: ids and scores compress little, and loading must be as fast as it can.
@@ -71,14 +100,34 @@ def _from_bytes(data: bytes) -> Arrays:
 
 def kept_arrays(session: Session, bench: Benchmark, name: str) -> Arrays | None:
     """The arrays kept as ``name`` for ``bench``'s current evidence version, if any."""
-    payload = session.scalar(
-        select(KeptArrays.payload).where(
-            KeptArrays.benchmark_id == bench.id,
-            KeptArrays.name == name,
-            KeptArrays.evidence_version == bench.evidence_version,
-        )
+    where = (
+        KeptArrays.benchmark_id == bench.id,
+        KeptArrays.name == name,
+        KeptArrays.evidence_version == bench.evidence_version,
     )
+    if session.get_bind().dialect.name == "postgresql":
+        payload = _binary_payload(session, bench, name)
+    else:
+        payload = session.scalar(select(KeptArrays.payload).where(*where))
     return None if payload is None else _from_bytes(payload)
+
+
+def _binary_payload(session: Session, bench: Benchmark, name: str) -> bytes | None:
+    """The payload read in PostgreSQL's binary format, on the session's own connection.
+
+    The text format sends a ``bytea`` as hex that psycopg then decodes: 45-100 ms for the 3.6 MB
+    of a 100,000-item label set, against 10 ms for the bytes as they are.
+    """
+    driver = session.connection().connection.driver_connection
+    assert driver is not None
+    with driver.cursor(binary=True) as cursor:
+        cursor.execute(
+            "SELECT payload FROM kept_arrays"
+            " WHERE benchmark_id = %s AND name = %s AND evidence_version = %s",
+            (bench.id, name, bench.evidence_version),
+        )
+        row = cursor.fetchone()
+    return None if row is None else bytes(row[0])
 
 
 def keep_arrays(session: Session, bench: Benchmark, name: str, arrays: Mapping[str, Any]) -> None:

@@ -97,6 +97,8 @@ PROBES_URL = "/probes"
 
 def job_link_url(link: JobLink) -> str:
     """The URL of a job's output link (:meth:`app.services.jobs.kind.JobParams.links`)."""
+    if link.page == "queue" and link.queue_id is not None:
+        return f"/queues/{link.queue_id}"
     if link.page == "probes" or link.benchmark is None:
         return PROBES_URL
     if link.page == "metrics":

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import expect
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 
 from app import migrate
 from app.db import make_engine, session_factory, transaction
@@ -31,7 +31,7 @@ from app.services.review import queues
 from app.settings import Settings
 from app.stats.proportions import wilson_interval
 from app.store import Store
-from app.tables import Benchmark, Instance, LabelEvent, ReviewQueue, TokenKind
+from app.tables import Benchmark, Instance, Job, LabelEvent, ReviewQueue, TokenKind
 from tests.browser.test_pages import browser
 from tests.browser.test_review import _watch
 from tests.conftest import DATA
@@ -144,9 +144,14 @@ def test_a_reviewer_drives_an_active_queue(browser: Any, served: Any) -> None:
     assert 0 < left < 270
     # The curve: this queue's order and plain consensus order on the same verdicts.
     expect(page.locator("svg.found-curve polyline.curve")).to_have_count(2)
-    # The on-demand button queues one more re-ranking.
+    # The on-demand button queues one more re-ranking; its job page links back to the queue.
     submit_form(page, "queue-rerank")
     assert run_queue(store) == 1
+    with store.factory() as s:
+        job_id = s.scalar(select(func.max(Job.id)).where(Job.kind == "rerank_queue"))
+    page.goto(f"{url}/jobs/{job_id}")
+    page.get_by_role("link", name=f"Review queue {queue_id}").click()
+    expect(page).to_have_url(f"{url}/queues/{queue_id}")
     # The metrics page says which ranker is the default, by which rule, and what the
     # combiner learnt from.
     page.goto(f"{url}/benchmarks/{BENCH}/metrics")

@@ -32,7 +32,15 @@ from app.services.evidence.flips import FLIP_PREFIX
 from app.services.evidence.labels import current_label_subquery, label_names
 from app.services.evidence.payload_fields import payload_text
 from app.services.evidence.resolution import check_k, resolved_values
-from app.sql.kept_arrays import Arrays, kept_arrays, kept_name, text_array, texts
+from app.sql.kept_arrays import (
+    Arrays,
+    coded_texts,
+    decoded_texts,
+    kept_arrays,
+    kept_name,
+    text_array,
+    texts,
+)
 from app.tables import Benchmark, Detector, Instance, Judgment, Order, Score
 
 __all__ = [
@@ -206,12 +214,9 @@ class LabelColumns:
 
     def to_arrays(self) -> Arrays:
         """The columns as named arrays (text as JSON bytes), for :func:`keep_arrays`."""
-        arrays: Arrays = {
-            "ids": self.ids,
-            "external_ids": text_array(self.external_ids),
-            "groups": text_array(self.groups),
-            "values": text_array(self.values),
-        }
+        arrays: Arrays = {"ids": self.ids, "external_ids": text_array(self.external_ids)}
+        for name in ("groups", "values"):  # few distinct values: codes and a vocabulary
+            arrays[f"{name}.codes"], arrays[f"{name}.vocabulary"] = coded_texts(getattr(self, name))
         if self.slices is not None:
             arrays["slices"] = text_array(self.slices)
         return arrays
@@ -222,8 +227,8 @@ class LabelColumns:
         return cls(
             ids=arrays["ids"].astype(np.int64, copy=False),
             external_ids=texts(arrays["external_ids"]),
-            groups=texts(arrays["groups"]),
-            values=texts(arrays["values"]),
+            groups=decoded_texts(arrays["groups.codes"], arrays["groups.vocabulary"]),
+            values=decoded_texts(arrays["values.codes"], arrays["values.vocabulary"]),
             slices=texts(arrays["slices"]) if "slices" in arrays else None,
         )
 

@@ -27,7 +27,7 @@ P = TypeVar("P", bound="type[JobParams]")
 J = TypeVar("J", bound="JobParams")
 
 
-LinkPage = Literal["table", "metrics", "probes"]
+LinkPage = Literal["table", "metrics", "probes", "queue"]
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class JobLink:
     """One link of a finished job's page: its text and the page it opens (the web builds URLs).
 
     ``table`` is the instance table's filter (page ``table``); ``query`` the query of another
-    page of the benchmark (``metrics``).
+    page of the benchmark (``metrics``); ``queue_id`` the review queue (page ``queue``).
     """
 
     text: str
@@ -43,6 +43,7 @@ class JobLink:
     benchmark: str | None = None
     table: InstanceFilter | None = None
     query: tuple[tuple[str, str], ...] = ()
+    queue_id: int | None = None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
-from app.services.jobs.kind import JobParams, job_kind
+from app.services.jobs.kind import JobLink, JobParams, job_kind
 from app.sql.lookup import get_one
 from app.tables import ReviewQueue
 
@@ -39,6 +39,6 @@ class RerankQueueParams(JobParams):
         """E.g. "Re-rank review queue 3 on the verdicts so far"."""
         return f"Re-rank review queue {self.queue_id} on the verdicts so far"
 
-    def links(self, result: Mapping[str, Any]) -> list[Any]:
-        """None: the queue page shows the new order."""
-        return []
+    def links(self, result: Mapping[str, Any]) -> list[JobLink]:
+        """The queue page, which shows the new order."""
+        return [JobLink(f"Review queue {self.queue_id}", "queue", queue_id=self.queue_id)]
