@@ -14,7 +14,7 @@ from app.services.evidence.benchmarks import get_benchmark
 from app.services.evidence.flips import FLIP_PREFIX
 from app.services.review.queues import default_choices
 from app.services.table.browse import benchmark_view
-from app.services.table.facets import list_benchmarks
+from app.services.table.facets import benchmark_facets, list_benchmarks
 from app.services.table.instance_filter import InstanceFilter
 from app.services.table.instance_sort import TableSort
 from app.services.table.instances import InstanceDetail, instance_detail
@@ -162,7 +162,7 @@ def instance_response(
     """
     with transaction(store.factory) as session:
         detail = instance_detail(session, name, external_id, flt, cache=cache, sort=sort)
-        choices = relabel_choices(session, request, detail)
+        choices = relabel_choices(session, request, detail, cache)
     headers = {}
     if is_fragment_request(request):
         headers["HX-Push-Url"] = instance_url(
@@ -181,18 +181,20 @@ def instance_response(
 
 
 def relabel_choices(
-    session: Session, request: Request, detail: InstanceDetail
+    session: Session, request: Request, detail: InstanceDetail, cache: VersionedCache
 ) -> dict[str, list[str]] | None:
     """Label set -> the values a reviewer may relabel it to; None for those who may not.
 
-    Derived sets (a judge's flips) are not relabelled: they follow from its judgments.
+    Derived sets (a judge's flips) are not relabelled: they follow from its judgments. The
+    values come from the benchmark's facets in the request memo (the page read them already).
     """
     principal: Principal | None = getattr(request.state, "principal", None)
     if principal is None or not principal.can(Role.reviewer):
         return None
     bench = get_benchmark(session, detail.benchmark)
+    facets = benchmark_facets(session, bench, cache)
     return {
-        s.name: default_choices(session, bench, s.name)
+        s.name: default_choices(session, bench, s.name, facets)
         for s in detail.labels
         if not s.name.startswith(FLIP_PREFIX)
     }
