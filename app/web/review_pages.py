@@ -214,6 +214,19 @@ def rerank_now(request: Request, queue_id: DbId, store: StoreDep) -> Response:
     return redirect_after_post(request, f"/queues/{queue_id}")
 
 
+@router.get("/queues/{queue_id}/agreement", response_class=HTMLResponse)
+def queue_agreement_page(
+    request: Request, queue_id: DbId, store: StoreDep, principal: Reviewer
+) -> HTMLResponse:
+    """Inter-annotator agreement of the queue's votes: the section the queue page loads on request.
+
+    A page of its own without JavaScript; htmx swaps the section into the queue page.
+    """
+    with transaction(store.factory) as session:
+        section = review_views.queue_agreement_section(session, queue_id, principal)
+    return render(request, "queue_agreement.html", vars(section), fragment="_queue_agreement.html")
+
+
 @router.get("/queues/{queue_id}/comparison", response_class=HTMLResponse)
 def queue_comparison(
     request: Request, queue_id: DbId, store: StoreDep, cache: ReadCache, principal: Reviewer

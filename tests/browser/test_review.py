@@ -190,6 +190,12 @@ def test_review_walkthrough(browser: Any, served: tuple[str, Settings], tmp_path
     expect(section.locator("#comparison-link")).to_have_count(0)
     expect(section).to_contain_text(f"2 items of {BENCH} change label")
     expect(section.locator("table.compare")).to_contain_text(REWARD)
+    # The agreement is computed when asked for: the link swaps the section in (htmx).
+    expect(rita.locator("#alpha")).to_have_count(0)
+    rita.locator("#agreement-link").click()
+    expect(rita.locator("#agreement #alpha")).to_be_visible()
+    expect(rita.locator("#agreement table.grid").first).to_contain_text("ann")
+    expect(rita).to_have_url(re.compile(rf"/queues/{queue_id}$"))
     rita.screenshot(path=str(SHOTS / "appellate-review-queue.png"), full_page=True)
 
     # The defect report lists both changes with their reasons and tag counts.

@@ -207,7 +207,7 @@ def test_queue_without_votes(factory: sessionmaker[Session]) -> None:
 def test_figures_are_kept_until_a_vote_changes_them(
     factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The queue page asks on every visit: the second visit with the same votes computes
+    # The agreement section asks on every visit: the second visit with the same votes computes
     # nothing, and a new vote is seen at once.
     import app.services.review.queue_agreement as module
 
