@@ -160,10 +160,12 @@ def test_k_unanimous_votes_resolve_and_adjudication_overrides(
     assert r.status_code == 303
     state = reviewer.get(f"/api/queues/{qid}/items/{iid}").json()
     assert state["resolved"] == "A" and state["rule"] == "adjudication"
-    # The queue page shows agreement, and its comparison what the adjudication does to the
-    # metrics.
+    # The queue page links its agreement section (computed on request), and its comparison
+    # shows what the adjudication does to the metrics.
     page = reviewer.get(f"/queues/{qid}").text
-    assert 'id="alpha"' in page and "ann · bob" in page
+    assert 'id="agreement-link"' in page and 'id="alpha"' not in page
+    agreement = reviewer.get(f"/queues/{qid}/agreement").text
+    assert 'id="alpha"' in agreement and "ann · bob" in agreement
     comparison = reviewer.get(f"/queues/{qid}/comparison").text
     original = next(p.reference[-1] for p in f.PAIRS if p.external_id == ext)
     changed = 0 if original == "A" else 1
