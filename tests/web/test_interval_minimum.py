@@ -60,7 +60,7 @@ def test_queue_agreement_says_too_few_groups(
     queue_id = build_queue(factory, lambda u: f"g{u % groups}")
     strict = settings.model_copy(update={"min_interval_groups": 10 if withheld else 5})
     with api_client(strict) as client:
-        page = client.get(f"/queues/{queue_id}")
+        page = client.get(f"/queues/{queue_id}/agreement")  # the section the queue page links
     assert page.status_code == 200
     section = _agreement_section(page.text)
     intervals = re.findall(r'<span class="ci">\[[-0-9.]+, [-0-9.]+\]</span>', section)
