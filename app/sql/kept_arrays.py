@@ -100,15 +100,16 @@ def _from_bytes(data: bytes) -> Arrays:
 
 def kept_arrays(session: Session, bench: Benchmark, name: str) -> Arrays | None:
     """The arrays kept as ``name`` for ``bench``'s current evidence version, if any."""
-    where = (
-        KeptArrays.benchmark_id == bench.id,
-        KeptArrays.name == name,
-        KeptArrays.evidence_version == bench.evidence_version,
-    )
     if session.get_bind().dialect.name == "postgresql":
         payload = _binary_payload(session, bench, name)
     else:
-        payload = session.scalar(select(KeptArrays.payload).where(*where))
+        payload = session.scalar(
+            select(KeptArrays.payload).where(
+                KeptArrays.benchmark_id == bench.id,
+                KeptArrays.name == name,
+                KeptArrays.evidence_version == bench.evidence_version,
+            )
+        )
     return None if payload is None else _from_bytes(payload)
 
 
