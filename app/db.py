@@ -82,6 +82,16 @@ def immediate(engine: Engine) -> Engine:
     return engine.execution_options(**{_BEGIN_MODE: "IMMEDIATE"}) if is_sqlite(engine) else engine
 
 
+def is_write_session(session: Session) -> bool:
+    """Whether ``session`` comes from a write factory (a SQLite ``BEGIN IMMEDIATE`` one).
+
+    On PostgreSQL both factories share one engine, and this is False: what needs it (a memo
+    that must not keep what a transaction rolling back wrote) is safe there, as PostgreSQL
+    never gives an id twice.
+    """
+    return session.get_bind().get_execution_options().get(_BEGIN_MODE) == "IMMEDIATE"
+
+
 def is_sqlite(engine: Engine) -> bool:
     """Whether ``engine`` talks to SQLite (the embedded default)."""
     return engine.dialect.name == "sqlite"

@@ -39,7 +39,7 @@ from app.web.deps import ReadCache, StoreDep
 from app.web.error_docs import BAD_BODY, invalid
 from app.web.job_forms import FormData
 from app.web.pages import instance_response
-from app.web.params import DbCount, DbId
+from app.web.params import DbCount, DbId, Page
 from app.web.responses import redirect_after_post
 from app.web.routers import json_router, page_router
 from app.web.templating import render
@@ -171,18 +171,23 @@ def create_queue(
 
 @router.get("/queues/{queue_id}", response_class=HTMLResponse)
 def queue_page(
-    request: Request, queue_id: DbId, store: StoreDep, principal: Annotator
+    request: Request, queue_id: DbId, store: StoreDep, principal: Annotator, page: Page = 1
 ) -> HTMLResponse:
-    """A queue: settings, progress per person and, for reviewers, every item's state."""
+    """A queue: settings, progress per person and, for reviewers, the items' states by page."""
     with transaction(store.factory) as session:
-        page = review_views.queue_page(session, queue_id, principal)
+        shown = review_views.queue_page(session, queue_id, principal, page)
         active = (
-            active_review.active_review(session, page.queue)
+            active_review.active_review(session, shown.queue)
             if principal.can(Role.reviewer)
             else None
         )
-    # The template names the page's fields (queue, bench, progress, items, agreement, ...).
-    context = {**vars(page), "active": active, "rankers": list(RANKERS)}
+    # The template names the page's fields (queue, bench, progress, items, page, ...).
+    context = {
+        **vars(shown),
+        "active": active,
+        "rankers": list(RANKERS),
+        "items_per_page": review_views.ITEMS_PER_PAGE,
+    }
     return render(request, "queue.html", context)
 
 

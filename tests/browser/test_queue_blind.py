@@ -25,7 +25,7 @@ from app.services.review import queues
 from app.services.review.review_actions import NewQueue, create_queue_from_source
 from app.services.review.review_views import reveal_note
 from app.settings import Settings
-from app.tables import Comment, ReviewQueue, Role, TokenKind, User
+from app.tables import Comment, Instance, ReviewQueue, Role, TokenKind, User
 from tests.browser.test_pages import browser
 from tests.ingest.test_helpers import O1_MINI, PAIRS_GPT4O, REWARD_OUTPUTS
 from tests.support.auth_support import PASSWORD, ensure_user, token_for
@@ -190,4 +190,37 @@ def test_new_queue_from_the_list_of_queues(browser: Any, served: tuple[str, Sett
         n = len(queues.item_ids(session, queue))
     engine.dispose()
     assert 0 < n < 350
+    page.context.close()
+
+
+def test_the_queue_items_are_listed_a_page_at_a_time(
+    browser: Any, served: tuple[str, Settings]
+) -> None:
+    """A 250-item queue lists 100 items a page; the pager swaps the list in place."""
+    url, settings = served
+    engine = make_engine(settings)
+    with transaction(session_factory(engine)) as session:
+        new = NewQueue(BENCH, "paged", "reference", "filter", overlap_k=1, size=250)
+        queue = create_queue_from_source(session, new, "rita")
+        queue_id = queue.id
+        ext = dict(session.execute(select(Instance.id, Instance.external_id)).all())
+        order = [ext[i] for i in queues.item_ids(session, queue)]
+    engine.dispose()
+    assert len(order) == 250
+    page = _signed_in(browser, url, settings, "rita", "reviewer")
+    page.goto(f"{url}/queues/{queue_id}")
+    rows = page.locator("#queue-items tr[data-item]")
+    expect(rows).to_have_count(100)
+    assert rows.evaluate_all("rs => rs.map(r => r.dataset.item)") == order[:100]
+    expect(page.locator("#queue-items")).to_contain_text("Items 1\u2013100 of 250")
+    page.locator("#queue-items .pager a[rel=next]").click()
+    expect(page).to_have_url(re.compile(rf"/queues/{queue_id}\?page=2$"))
+    expect(page.locator("#queue-items")).to_contain_text("Items 101\u2013200 of 250")
+    assert rows.evaluate_all("rs => rs.map(r => r.dataset.item)") == order[100:200]
+    # Swapped in place: one progress section and one item list, not a page inside the page.
+    expect(page.locator("section.progress")).to_have_count(1)
+    expect(page.locator("#queue-items")).to_have_count(1)
+    page.locator("#queue-items .pager a[rel=last]").click()
+    expect(page.locator("#queue-items")).to_contain_text("Items 201\u2013250 of 250")
+    expect(rows).to_have_count(50)
     page.context.close()

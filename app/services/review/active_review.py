@@ -21,12 +21,14 @@ from sqlalchemy.orm import Session
 
 from app.errors import InvalidInput
 from app.services.evidence.detectors import RANKER_PREFIX
+from app.services.evidence.resolution import Resolution
 from app.services.jobs.kind import enqueue
 from app.services.jobs.rerank_queue import RerankQueueParams
 from app.services.metrics.rankers import DEFAULT_TRAIN_LABEL, RANKERS
 from app.services.metrics.svg_plots import Series, curve_plot
 from app.services.metrics.verdicts import verdict_of
 from app.services.review import queues
+from app.services.review.queue_states import queue_states
 from app.stats.proportions import wilson_interval
 from app.tables import Detector, Job, QueueItem, ReviewQueue, Score, utcnow
 
@@ -42,14 +44,18 @@ __all__ = [
 MAX_RERANK_EVERY = 10_000
 
 
-def reviewed_verdicts(session: Session, queue: ReviewQueue) -> list[tuple[int, int]]:
+def reviewed_verdicts(
+    session: Session, queue: ReviewQueue, states: Mapping[int, Resolution] | None = None
+) -> list[tuple[int, int]]:
     """``(instance id, verdict)`` of the queue's decided items, in the order they were decided.
 
     Decided: adjudicated, or ``overlap_k`` agreeing votes; the verdict is 1 when review
-    changed the label (on a ``defect`` queue: resolved to 1), else 0.
+    changed the label (on a ``defect`` queue: resolved to 1), else 0. ``states``: the
+    queue's resolutions where a page has read them (else folded afresh, as a write needs).
     """
     found: list[tuple[int, int, int]] = []
-    for iid, res in queues.resolutions(session, queue).items():
+    states = queues.resolutions(session, queue) if states is None else states
+    for iid, res in states.items():
         if not queues.is_done(res, queue.overlap_k):
             continue
         verdict = verdict_of(queue.label_name, DEFAULT_TRAIN_LABEL, res)
@@ -170,7 +176,7 @@ def active_review(session: Session, queue: ReviewQueue) -> ActiveReview | None:
     """The active-review panel of ``queue`` (None when no ranker orders it)."""
     if not queue.ranker:
         return None
-    verdicts = reviewed_verdicts(session, queue)
+    verdicts = reviewed_verdicts(session, queue, queue_states(session, queue).states)
     n = len(verdicts)
     defects = sum(v for _, v in verdicts)
     low = high = precision = None

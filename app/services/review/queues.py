@@ -23,7 +23,8 @@ from app.services.evidence.answer_matrix import ANSWER_LABEL
 from app.services.evidence.benchmarks import bump_data_version
 from app.services.evidence.labels import label_event_values, label_names
 from app.services.evidence.outcomes import UNANSWERABLE, is_unanswerable
-from app.services.evidence.resolution import ADJUDICATION, VOTE, Resolution, fold, latest_events
+from app.services.evidence.resolution import ADJUDICATION, VOTE, Resolution
+from app.services.review.queue_states import QueueStates, fold_items, queue_states
 from app.services.table.facets import BenchmarkFacets, benchmark_facets, stored_facets
 from app.sql.dialect_insert import dialect_insert
 from app.sql.lookup import get_one
@@ -367,14 +368,18 @@ def item_ids(session: Session, queue: ReviewQueue) -> list[int]:
 def resolutions(
     session: Session, queue: ReviewQueue, ids: Sequence[int] | None = None
 ) -> dict[int, Resolution]:
-    """The resolution of the queue's label for its items (or ``ids``), with k = overlap k."""
+    """The resolution of the queue's label for its items (or ``ids``), with k = overlap k.
+
+    Folded afresh: what a write reads. Pages read
+    :func:`~app.services.review.queue_states.queue_states`, which folds again only the items
+    whose events changed since the last page.
+    """
     members = (
         select(QueueItem.instance_id).where(QueueItem.queue_id == queue.id)
         if ids is None
         else list(ids)
     )
-    rows = latest_events(session, members, [queue.label_name])
-    return {iid: res for (iid, _), (_, res) in fold(rows, queue.overlap_k).items()}
+    return fold_items(session, queue, members)
 
 
 def in_queue(session: Session, queue: ReviewQueue, instance_id: int) -> bool:
@@ -497,10 +502,13 @@ def next_item(session: Session, queue: ReviewQueue, principal: Principal) -> int
     return session.scalar(q)
 
 
-def progress(session: Session, queue: ReviewQueue) -> Progress:
-    """Items done and votes per person (standing votes: withdrawals do not count)."""
-    states = resolutions(session, queue)
-    ids = item_ids(session, queue)
+def progress(session: Session, queue: ReviewQueue, kept: QueueStates | None = None) -> Progress:
+    """Items done and votes per person (standing votes: withdrawals do not count).
+
+    ``kept``: the queue's states where the caller has read them already.
+    """
+    kept = kept if kept is not None else queue_states(session, queue)
+    states, ids = kept.states, kept.ids
     by_person: dict[str, int] = {}
     complete = adjudicated = unanimous = 0
     for iid in ids:
@@ -802,11 +810,11 @@ def standing_votes(
     Returns item ids, their group keys, ``{author: {item id: standing vote}}`` and the
     original value per item.
     """
-    ids = item_ids(session, queue)
+    kept = queue_states(session, queue)
+    ids, states = kept.ids, kept.states
     groups = dict(
         session.execute(select(Instance.id, Instance.group_key).where(Instance.id.in_(ids))).all()
     )
-    states = resolutions(session, queue)
     votes: dict[str, dict[int, str]] = {}
     originals: dict[int, str | None] = {}
     for iid in ids:
