@@ -34,8 +34,10 @@ from app.services.evidence.labelled_items import (
 from app.services.evidence.labels import append_label
 from app.services.jobs import warm_up
 from app.services.jobs.kind import enqueue
+from app.services.jobs.metrics_view import MetricsView, Way, metrics_view
 from app.services.jobs.rank_errors import RankErrorsParams
 from app.services.jobs.warm_up import WarmUpParams
+from app.services.metrics.metrics_query import MetricsQuery
 from app.services.table import table_order
 from app.settings import Settings
 from app.sql.cache import VersionedCache
@@ -201,3 +203,29 @@ def test_the_warm_up_ranks_and_keeps_the_opening_list_of_a_benchmark_with_a_defa
         assert job is not None and job.status == "done", job.error
         kept = stored_ranked(s, get_benchmark(s, "astro"), request)
         assert kept is not None and len(kept) == job.result["opening_list"] > 0
+
+
+def test_a_metrics_visit_during_the_warm_up_waits_for_it_instead_of_queueing_another(
+    big: None, settings: Settings, engine: Engine, factory: sessionmaker[Session]
+) -> None:
+    with transaction(factory) as s:
+        warm_id = enqueue(s, warm_up.WarmUpParams(BENCH)).id
+
+    def visit() -> MetricsView:
+        # What the metrics page asks for first; limit 0: a job computes anything not stored.
+        return metrics_view(
+            factory, factory, BENCH, lambda f: MetricsQuery(BENCH, "reference"), limit=0
+        )
+
+    pending = visit()
+    assert pending.way is Way.JOB and pending.job is not None and pending.job.id == warm_id
+    with factory() as s:
+        assert s.scalar(select(func.count()).select_from(Job)) == 1, "no compute_metrics job"
+    assert run_queue(store_on(settings, engine)) == 1
+    done = visit()
+    assert done.way is Way.STORED and done.result is not None
+    # A request the warm-up does not compute still queues its own job.
+    other = metrics_view(
+        factory, factory, BENCH, lambda f: MetricsQuery(BENCH, "reference", resamples=7), limit=0
+    )
+    assert other.job is not None and other.job.kind == "compute_metrics"

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.services.jobs import queue as job_queue
 from app.services.jobs.kind import JobLink, JobParams, job_kind
+from app.services.jobs.warm_up import WarmUpParams
 from app.services.metrics.metric_results import (
     params_key,
     query_from_params,
@@ -75,9 +76,19 @@ def latest_compute_job(session: Session, bench: Benchmark, query: MetricsQuery) 
     """The newest ``compute_metrics`` job of ``query`` on the current data version, not done.
 
     Queued, running or failed (a failed one is shown, not queued again at every page view:
-    retry it on its page); ``None`` when there is none (or it is done, or cancelled).
+    retry it on its page); ``None`` when there is none (or it is done, or cancelled). Where
+    there is none, the benchmark's waiting or running warm-up when ``query`` is its headline
+    request: it computes the same numbers (a visitor during the warm-up queued a second
+    computation of them before).
     """
     key = params_key(bench, query)
+    job = _latest_compute_metrics(session, bench, query, key)
+    return job if job is not None else _warming_up(session, bench, key)
+
+
+def _latest_compute_metrics(
+    session: Session, bench: Benchmark, query: MetricsQuery, key: str
+) -> Job | None:
     candidates = session.scalars(
         select(Job)
         .where(Job.kind == ComputeMetricsParams.kind, Job.status != JobStatus.cancelled.value)
@@ -89,6 +100,22 @@ def latest_compute_job(session: Session, bench: Benchmark, query: MetricsQuery) 
         current = params.get("data_version") == result_version(bench, query)
         if params.get("params_key") == key and current:
             return None if job.status == JobStatus.done.value else job
+    return None
+
+
+def _warming_up(session: Session, bench: Benchmark, key: str) -> Job | None:
+    pending = session.scalars(
+        select(Job)
+        .where(
+            Job.kind == WarmUpParams.kind,
+            Job.status.in_([JobStatus.queued.value, JobStatus.running.value]),
+        )
+        .order_by(Job.id.desc())
+    )
+    for job in pending:
+        params = WarmUpParams.from_dict(job.params or {})
+        if params.benchmark == bench.name and params_key(bench, params.headline(session)) == key:
+            return job
     return None
 
 
