@@ -161,7 +161,7 @@ def queue_page(session: Session, queue_id: int, principal: Principal, page: int 
     kept = queue_states(session, queue)
     progress = queues.progress(session, queue, kept)
     people = queues.assignees(session, queue)
-    has_next = queues.next_item(session, queue, principal) is not None
+    has_next = queues.next_item(session, queue, principal, kept) is not None
     if not principal.can(Role.reviewer):
         return QueuePage(queue, bench, progress, people, items=[], has_next=has_next)
     pages = max(1, math.ceil(len(kept.ids) / ITEMS_PER_PAGE))
