@@ -13,11 +13,12 @@ a subprocess and signed in through ``/login``. Then, in this order:
   figures (a metric-matrix row for every detector, no "Computing…" notice), timed the same way
   at every size: up to ``APPELLATE_METRICS_INLINE_ITEMS`` labelled items the first response
   has them (computed in the request), above it the first request queues a ``compute_metrics``
-  job, run by the job worker started beside the server (``--no-job-worker`` leaves it to
-  another one), and the page is polled (every 10% of the time elapsed so far, 0.1 to 2 s)
-  until it shows them. Wall time, server CPU (web process and job worker, the polls
-  included) and database CPU cover that whole span; ``metrics_cold_detail`` says which way it
-  was computed, the polls, the first response's own time and the matrix rows served;
+  job (or waits for the benchmark's warm-up, when that is under way), run by the job worker
+  started beside the server (``--no-job-worker`` leaves it to another one), and the page is
+  polled (every 10% of the time elapsed so far, 0.1 to 2 s) until it shows them. Wall time,
+  server CPU (web process and job worker, the polls included) and database CPU cover that
+  whole span; ``metrics_cold_detail`` says which way it was computed (and which job), the
+  polls, the first response's own time and the matrix rows served;
 - ``disagreements_cold``: the first disagreements request (it ranks the list and stores it);
 - interleaved rounds (``--requests`` of them; the page order rotates each round) of the warm
   pages: ``table_first`` and ``table_deep`` (sorted by a detector's score, descending; deep:
@@ -196,6 +197,9 @@ def wait_for_metrics(client: httpx.Client, url: str, timeout_s: float) -> int:
     return polls
 
 
+_PENDING_JOB = re.compile(r'class="notice metrics-pending"[^>]*data-job="(\d+)"')
+
+
 def metrics_until_ready(
     client: httpx.Client, url: str, meters: Meters, timeout_s: float
 ) -> tuple[Sample, dict[str, Any]]:
@@ -212,8 +216,12 @@ def metrics_until_ready(
     response, polls = poll_for_figures(client, url, first, start, timeout_s)
     sample = _cost(meters, before, start, len(response.content))
     web_cpu = server_cpu_s(web) - web_before
+    # The pending notice names the job computing the figures: a compute_metrics job, or the
+    # benchmark's warm-up when the page came while it ran (see computed_by).
+    job = _PENDING_JOB.search(first.text)
     detail = {
-        "computed_by": "request" if polls == 0 else "compute_metrics job",
+        "computed_by": "request" if polls == 0 else "job",
+        "job_id": int(job.group(1)) if job else None,
         "polls": polls,
         "first_response_ms": first_ms,
         # The server CPU split: the web process (the request, or the queuing and the polls)
@@ -366,6 +374,10 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 queue_id = add_queue(settings, min(n, QUEUE_ITEMS), created_by="bench-admin")
                 entry["warm_up_job"] = queue_warm_up_job(settings)
                 entry.update(measure(settings, n, queue_id, args))
+                cold = entry["metrics_cold_detail"]
+                if cold["job_id"] is not None:
+                    warm = cold["job_id"] == entry["warm_up_job"]
+                    cold["computed_by"] = "warm_up job" if warm else "compute_metrics job"
                 results[db][str(n)] = entry
             print(f"[{db} {n}] {json.dumps(entry['pages'])}", file=sys.stderr)
         csv_path.unlink(missing_ok=True)
