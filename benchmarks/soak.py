@@ -1,7 +1,8 @@
 """Soak: concurrent simulated reviewers against the real server for a while; latency, errors, RSS.
 
 Seeds a fresh store (``--items`` pairwise instances through the importer, as ``scale_bench.py``
-does; a review queue of two votes per item on the first ones), adds one reviewer user per
+does; a review queue of two votes per item on the first ones; the benchmark's ``warm_up`` job
+queued as ``appellate import`` queues it, ``warm_up_job``), adds one reviewer user per
 simulated reviewer, serves the app with uvicorn and warms every page once (timed apart). Then
 ``--reviewers`` threads, each signed in through ``/login`` with its own session, repeat for
 ``--duration`` seconds a random mix of reads of the instance table (first or deep pages),
@@ -44,7 +45,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.scale_bench import page_url, wait_for_metrics  # noqa: E402
-from benchmarks.seeding import add_queue, seeded_store  # noqa: E402
+from benchmarks.seeding import add_queue, queue_warm_up_job, seeded_store  # noqa: E402
 from benchmarks.serving import (  # noqa: E402
     add_server_options,
     add_user,
@@ -298,6 +299,7 @@ def main() -> None:
                 add_user(settings, f"reviewer-{i:02d}", "reviewer") for i in range(args.reviewers)
             ]
             queue_id = add_queue(settings, min(args.items, QUEUE_ITEMS), created_by=users[0])
+            report["warm_up_job"] = queue_warm_up_job(settings)
             report.update(soak(settings, queue_id, users, args))
     report["load_average_at_end"] = load_average()
     report["ok"] = report["errors_5xx"] == 0 and not report["transport_errors"]
