@@ -19,6 +19,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from sqlalchemy import Select, and_, func, select
@@ -137,4 +138,5 @@ def queue_states(session: Session, queue: ReviewQueue) -> QueueStates:
             _KEPT.move_to_end(key)
             while len(_KEPT) > MAX_KEPT_QUEUES:
                 _KEPT.popitem(last=False)
-    return QueueStates([iid for iid, _, _ in rows], states)
+    # Read-only: the same dict is kept for the next request, in other threads too.
+    return QueueStates([iid for iid, _, _ in rows], MappingProxyType(states))
