@@ -142,17 +142,29 @@ def test_a_broken_file_fails_its_job_with_the_line_and_changes_nothing(
     assert _benchmarks(store) == before
 
 
+MAPPED = {"map_name_0": "statement", "map_column_0": "statement"}
+
+
+@pytest.mark.parametrize(
+    ("values", "field", "message"),
+    [
+        # A table without a mapped column.
+        ({"benchmark": "unmapped"}, "mapping", "map at least one"),
+        # A name whose page would be the upload form itself (/benchmarks/new).
+        ({"benchmark": "new", **MAPPED}, "benchmark", "the path of the upload page"),
+    ],
+)
 def test_a_bad_choice_is_refused_beside_its_field_and_queues_nothing(
-    admin: Any, served: tuple[str, Store]
+    admin: Any, served: tuple[str, Store], values: dict[str, str], field: str, message: str
 ) -> None:
-    """The import form is a job form: a table without a mapped column is a 422 beside it."""
+    """The import form is a job form: a bad choice is a 422 beside its field."""
     url, store = served
     _upload(admin, url, STATEMENTS)
     with store.factory() as s:
         jobs = s.scalar(select(func.count()).select_from(Job))
-    values = {"importer": "table", "benchmark": "unmapped", "table_kind": "statement"}
+    values = {"importer": "table", "table_kind": "statement", **values}
     submit_form(admin, "benchmark-import", values, refused=422)
-    expect(admin.locator("#error-benchmark-import-mapping")).to_contain_text("map at least one")
+    expect(admin.locator(f"#error-benchmark-import-{field}")).to_contain_text(message)
     with store.factory() as s:
         assert s.scalar(select(func.count()).select_from(Job)) == jobs
 

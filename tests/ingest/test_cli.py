@@ -149,3 +149,20 @@ def test_malformed_mapping_is_a_usage_error(runner: CliRunner, tmp_path: Path) -
     )
     assert result.exit_code == 2
     assert "expected NAME=COLUMN, got 'truth'" in result.output
+
+
+def test_a_reserved_benchmark_name_is_refused_and_nothing_is_written(
+    runner: CliRunner, factory: sessionmaker[Session], tmp_path: Path
+) -> None:
+    """/benchmarks/new is the upload form: a benchmark called "new" would have no page."""
+    path = tmp_path / "t.csv"
+    path.write_text("statement,label\nS,true\n", encoding="utf-8")
+    before = table_counts(factory)
+    result = runner.invoke(
+        cli,
+        ["import", "table", str(path), "--kind", "statement", "--benchmark", "new",
+         "--map", "statement=statement", "--label", "truth=label"],
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "'new' is the path of the upload page" in result.stderr
+    assert table_counts(factory) == before

@@ -7,6 +7,7 @@ from typing import Any, TypedDict, Unpack
 from sqlalchemy import inspect, update
 from sqlalchemy.orm import Session
 
+from app.errors import InvalidInput
 from app.sql.lookup import ensure_named, get_one
 from app.tables import Benchmark, BenchmarkKind
 
@@ -44,6 +45,28 @@ class BenchmarkNotes(TypedDict, total=False):
 _NO_NOTES: BenchmarkNotes = {"description": "", "source": "", "licence": ""}
 
 
+RESERVED_NAMES = frozenset({"new"})
+"""Benchmark names a page's own path takes: ``/benchmarks/new`` is the upload form, so a
+benchmark called "new" would have no page."""
+
+
+def check_benchmark_name(name: str) -> None:
+    """Refuse a name a benchmark cannot have (:data:`RESERVED_NAMES`).
+
+    Raises
+    ------
+    InvalidInput
+        For a reserved name (field ``benchmark``).
+
+    """
+    if name in RESERVED_NAMES:
+        raise InvalidInput(
+            f"{name!r} is the path of the upload page (/benchmarks/{name}): choose another "
+            "benchmark name",
+            field="benchmark",
+        )
+
+
 def ensure_benchmark(
     session: Session, name: str, kind: str, **notes: Unpack[BenchmarkNotes]
 ) -> Benchmark:
@@ -65,8 +88,11 @@ def ensure_benchmark(
     ------
     Conflict
         If a benchmark of that name exists with another kind.
+    InvalidInput
+        A reserved name (:func:`check_benchmark_name`).
 
     """
+    check_benchmark_name(name)
     kind = BenchmarkKind(kind).value
     return ensure_named(
         session,

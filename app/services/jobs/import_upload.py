@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from app.errors import InvalidInput
+from app.services.evidence.benchmarks import check_benchmark_name
 from app.services.jobs.kind import JobLink, JobParams, job_kind
 
 UPLOADS = "uploads"
@@ -80,6 +81,7 @@ class ImportUploadParams(JobParams):
         name = self.benchmark.strip()
         if not name or len(name) > 200 or "/" in name or re.search(r"[\x00-\x1f]", name):
             raise InvalidInput("a name of 1 to 200 characters, no '/'", field="benchmark")
+        check_benchmark_name(name)
         if self.importer != "table":
             return
         if self.table_kind not in TABLE_KINDS:
