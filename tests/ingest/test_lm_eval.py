@@ -298,12 +298,12 @@ def test_both_nestings_of_resps_give_the_same_answers(
         r["filtered_resps"] = [r["filtered_resps"]]  # [[text]]
     write_jsonl(generative / _samples(MATH)[0].name, math_rows)
 
-    _import(factory, [source.parent], benchmark="new")
+    _import(factory, [source.parent], benchmark="current")
     _import(factory, [old], benchmark="old")
     _import(factory, [MATH], benchmark="gen-new")
     _import(factory, [generative], benchmark="gen-old")
     with factory() as session:
-        for a, b in (("new", "old"), ("gen-new", "gen-old")):
+        for a, b in (("current", "old"), ("gen-new", "gen-old")):
             new = {k: (p.answer, p.probabilities) for k, p in _predictions(session, a).items()}
             was = {k: (p.answer, p.probabilities) for k, p in _predictions(session, b).items()}
             assert new == was and len(new) > 0
